@@ -1,0 +1,137 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// run runs the CLI with a fresh $BEIGE_HOME and returns its exit code and output.
+func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = Main(args, Streams{In: strings.NewReader(""), Out: &out, Err: &errOut})
+	return code, out.String(), errOut.String()
+}
+
+func withHome(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "beige-home")
+	t.Setenv("BEIGE_HOME", dir)
+	return dir
+}
+
+func TestVersionAndHelp(t *testing.T) {
+	withHome(t)
+	if code, out, _ := run(t, "version"); code != 0 || !strings.HasPrefix(out, "beige ") {
+		t.Errorf("version: %d %q", code, out)
+	}
+	for _, args := range [][]string{{"--help"}, {"gateway", "--help"}, {"gateway", "start", "--help"}, {"config", "validate", "--help"}, {"setup", "--help"}} {
+		if code, out, _ := run(t, args...); code != 0 || !strings.Contains(out, "Usage:") {
+			t.Errorf("%v: %d %q", args, code, out)
+		}
+	}
+	if code, out, _ := run(t, "completion", "bash"); code != 0 || !strings.Contains(out, "bash completion") {
+		t.Errorf("completion: %d", code)
+	}
+}
+
+func TestUsageErrorsExit2(t *testing.T) {
+	withHome(t)
+	for _, args := range [][]string{{"frobnicate"}, {"config", "validate", "--nope"}, {"setup", "extra"}} {
+		if code, _, errOut := run(t, args...); code != ExitUsage || !strings.HasPrefix(errOut, "beige: ") {
+			t.Errorf("%v: code %d, stderr %q", args, code, errOut)
+		}
+	}
+}
+
+func TestNotImplementedYet(t *testing.T) {
+	withHome(t)
+	for _, args := range [][]string{{"gateway", "stop"}, {"gateway", "status"}, {"gateway", "restart"}, {"gateway", "logs", "-f"}} {
+		code, out, errOut := run(t, args...)
+		if code != ExitUsage || !strings.Contains(errOut, "not implemented yet") || out != "" {
+			t.Errorf("%v: code %d stdout %q stderr %q", args, code, out, errOut)
+		}
+	}
+}
+
+func TestSetupIsIdempotent(t *testing.T) {
+	home := withHome(t)
+	code, out, _ := run(t, "setup")
+	if code != 0 || !strings.Contains(out, "created "+filepath.Join(home, "config.json5")) {
+		t.Fatalf("setup: %d %q", code, out)
+	}
+	for _, d := range []string{"agents", "sockets", "logs", "data", "sessions"} {
+		if _, err := os.Stat(filepath.Join(home, d)); err != nil {
+			t.Error(err)
+		}
+	}
+	if st, _ := os.Stat(filepath.Join(home, "sockets")); st.Mode().Perm() != 0o700 {
+		t.Errorf("sockets mode %v", st.Mode().Perm())
+	}
+	cfg := filepath.Join(home, "config.json5")
+	os.WriteFile(cfg, []byte("// mine\n{}"), 0o600)
+	if code, out, _ := run(t, "setup"); code != 0 || !strings.Contains(out, "already set up") {
+		t.Errorf("second setup: %d %q", code, out)
+	}
+	if b, _ := os.ReadFile(cfg); string(b) != "// mine\n{}" {
+		t.Error("setup overwrote the config")
+	}
+}
+
+func TestTemplateValidatesOnceKeyIsSet(t *testing.T) {
+	home := withHome(t)
+	run(t, "setup")
+	t.Setenv("ANTHROPIC_API_KEY", "")
+	os.Unsetenv("ANTHROPIC_API_KEY")
+	code, _, errOut := run(t, "config", "validate")
+	if code != ExitFailure || !strings.Contains(errOut, "ANTHROPIC_API_KEY is not set") || !strings.Contains(errOut, filepath.Join(home, "config.json5")+":") {
+		t.Errorf("without key: %d %q", code, errOut)
+	}
+	t.Setenv("ANTHROPIC_API_KEY", "sk-test")
+	if code, out, errOut := run(t, "config", "validate"); code != 0 || out != "OK\n" {
+		t.Errorf("with key: %d %q %q", code, out, errOut)
+	}
+}
+
+func TestLazySetup(t *testing.T) {
+	home := withHome(t)
+	code, _, errOut := run(t, "gateway", "status")
+	if code != ExitUsage || !strings.Contains(errOut, "first run") {
+		t.Errorf("%d %q", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(home, "config.json5")); err != nil {
+		t.Error("first command did not run setup:", err)
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	withHome(t)
+	dir := t.TempDir()
+	p := filepath.Join(dir, "c.json5")
+	os.WriteFile(p, []byte(`{
+  llm: { providers: { anthropic: { apiKey: "k" } } },
+  agents: { a: { model: { provider: "antropic", modle: "x" }, sandbox: { image: 1 } } },
+}`), 0o600)
+	code, out, errOut := run(t, "config", "validate", "-c", p)
+	if code != ExitFailure || out != "" {
+		t.Fatalf("%d %q", code, out)
+	}
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
+	if len(lines) != 4 || lines[3] != "3 problems" {
+		t.Fatalf("stderr:\n%s", errOut)
+	}
+	for _, l := range lines[:3] {
+		if !strings.HasPrefix(l, p+":3:") {
+			t.Errorf("line %q lacks file:line:col", l)
+		}
+	}
+	for _, bad := range []string{filepath.Join(dir, "missing.json5"), dir} {
+		code, _, errOut := run(t, "config", "validate", "-c", bad)
+		if code != ExitFailure || strings.Count(errOut, "\n") != 1 || strings.Contains(errOut, "goroutine") {
+			t.Errorf("%s: %d %q", bad, code, errOut)
+		}
+	}
+}

@@ -1,0 +1,37 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+func (a *app) setupCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "setup",
+		Short: "Create $BEIGE_HOME with a commented config (safe to run again)",
+		Long: `Setup creates the $BEIGE_HOME layout (default ~/.beige): config.json5 from a
+commented template, and the agents/, sockets/ (mode 0700), logs/, data/,
+sessions/ and tools/ folders. It never overwrites an existing config, so it
+is safe to run again. Other commands run it on first use.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			h, err := a.home()
+			if err != nil {
+				return err
+			}
+			created, err := h.Setup()
+			if err != nil {
+				return exitf(ExitFailure, "%v", err)
+			}
+			for _, c := range created {
+				fmt.Fprintf(a.streams.Out, "created %s\n", c)
+			}
+			if len(created) == 0 {
+				fmt.Fprintf(a.streams.Out, "%s is already set up\n", h.Dir)
+			}
+			fmt.Fprintf(a.streams.Out, "config: %s\n", h.Config())
+			return nil
+		},
+	}
+}

@@ -1,0 +1,241 @@
+// Package config owns config.json5: its schema, the JSON5 loader with ${VAR}
+// interpolation, and validation that reports every problem with its file,
+// line, column and JSON path. It also reads the plugin.json and skill.json
+// manifests the config points at, since they are part of what is validated.
+package config
+
+import (
+	"fmt"
+	"log/slog"
+)
+
+// Config is a loaded, validated config.json5.
+type Config struct {
+	LLM     LLM                `json:"llm" cfg:"required"`
+	Plugins map[string]*Plugin `json:"plugins"`
+	Skills  map[string]*Skill  `json:"skills"`
+	Agents  map[string]*Agent  `json:"agents" cfg:"required"`
+	Gateway Gateway            `json:"gateway"`
+
+	// File is the path the config was loaded from; Dir is its folder,
+	// against which relative paths were resolved.
+	File string `json:"-"`
+	Dir  string `json:"-"`
+	// PluginOrder and AgentOrder list the names in file order: hooks run in
+	// the order plugins are written.
+	PluginOrder []string `json:"-"`
+	AgentOrder  []string `json:"-"`
+	// Hash identifies the file's content, to tell whether a reload changed it.
+	Hash string `json:"-"`
+}
+
+// LLM holds the model providers.
+type LLM struct {
+	Providers map[string]*Provider `json:"providers" cfg:"required"`
+}
+
+// Provider is one LLM provider account.
+type Provider struct {
+	// APIKey is the provider's key; usually "${SOME_ENV_VAR}".
+	APIKey Secret `json:"apiKey"`
+	// BaseURL overrides the provider's endpoint (any compatible server).
+	BaseURL string `json:"baseUrl"`
+	// API is the wire format: anthropic-messages, openai-completions,
+	// openai-responses or google-generative-ai. It may be left out for the
+	// well-known providers (anthropic, openai, google, openrouter).
+	API string `json:"api"`
+	// Concurrency caps the requests in flight to this provider; -1 or
+	// absent means unlimited.
+	Concurrency int `json:"concurrency"`
+	// Models adds model metadata for models the built-in catalogue does not know.
+	Models []ModelInfo `json:"models"`
+}
+
+// ModelInfo describes a model for the registry (GET /api/agents/:name/models).
+type ModelInfo struct {
+	ID            string    `json:"id" cfg:"required"`
+	Name          string    `json:"name"`
+	Reasoning     bool      `json:"reasoning"`
+	Input         []string  `json:"input"`
+	Cost          ModelCost `json:"cost"`
+	ContextWindow int       `json:"contextWindow"`
+	MaxTokens     int       `json:"maxTokens"`
+}
+
+// ModelCost is in dollars per million tokens.
+type ModelCost struct {
+	Input      float64 `json:"input"`
+	Output     float64 `json:"output"`
+	CacheRead  float64 `json:"cacheRead"`
+	CacheWrite float64 `json:"cacheWrite"`
+}
+
+// Plugin enables a plugin. A plugin built into the binary needs no Path.
+type Plugin struct {
+	// Path is a folder holding plugin.json, README.md and SKILL.md.
+	Path string `json:"path" cfg:"path"`
+	// Config is the plugin's configuration, deep-merged with each agent's
+	// pluginConfigs entry (arrays are replaced, not merged).
+	Config map[string]any `json:"config"`
+
+	// Manifest is the plugin.json read from Path (nil for built-in plugins
+	// until the plugin registry fills it in).
+	Manifest *Manifest `json:"-"`
+}
+
+// Skill is a folder of knowledge mounted read-only at /skills/<name>.
+type Skill struct {
+	Path string `json:"path" cfg:"required,path"`
+
+	Manifest *SkillManifest `json:"-"`
+}
+
+// Agent is one agent: its model, what it may use, and its sandbox.
+type Agent struct {
+	Model          ModelRef                  `json:"model" cfg:"required"`
+	FallbackModels []ModelRef                `json:"fallbackModels"`
+	Tools          []string                  `json:"tools"`
+	Skills         []string                  `json:"skills"`
+	PluginConfigs  map[string]map[string]any `json:"pluginConfigs"`
+	// WorkspaceDir is the host folder mounted at /workspace; default
+	// $BEIGE_HOME/agents/<name>/workspace.
+	WorkspaceDir string  `json:"workspaceDir" cfg:"path"`
+	Sandbox      Sandbox `json:"sandbox" cfg:"required"`
+}
+
+// ModelRef names a model of a configured provider.
+type ModelRef struct {
+	Provider string `json:"provider" cfg:"required"`
+	Model    string `json:"model" cfg:"required"`
+	// ThinkingLevel is off, minimal, low, medium, high or xhigh (default off).
+	ThinkingLevel string `json:"thinkingLevel,omitempty"`
+	// CompactionThreshold is the context size in tokens at which older turns
+	// are summarised; 0 means near the model's context window.
+	CompactionThreshold int `json:"compactionThreshold,omitempty"`
+}
+
+func (m ModelRef) String() string { return m.Provider + "/" + m.Model }
+
+// Sandbox configures an agent's container. Every hardening default can be
+// overridden here; see the README's sandbox section.
+type Sandbox struct {
+	Image string `json:"image" cfg:"required"`
+	// MemoryLimit is e.g. "2g" or a number of bytes (default "3g").
+	MemoryLimit ByteSize `json:"memoryLimit"`
+	// CPUs is a fraction of CPUs, e.g. 1.5 (default no limit).
+	CPUs float64 `json:"cpus"`
+	// PidsLimit caps processes in the container (default 1024).
+	PidsLimit int64 `json:"pidsLimit"`
+	// Network is "bridge" (default), "none", or a network name.
+	Network string `json:"network"`
+	// Runtime is the OCI runtime, e.g. "runsc" for gVisor.
+	Runtime     string            `json:"runtime"`
+	ExtraMounts []Mount           `json:"extraMounts"`
+	ExtraEnv    map[string]string `json:"extraEnv"`
+	// CapAdd and CapDrop replace the default capability sets when given.
+	CapAdd  []string `json:"capAdd"`
+	CapDrop []string `json:"capDrop"`
+}
+
+// Gateway configures the gateway process.
+type Gateway struct {
+	Host    string `json:"host"` // default 127.0.0.1
+	Port    int    `json:"port"` // default 7433
+	LogFile string `json:"logFile" cfg:"path"`
+	Log     Log    `json:"log"`
+	// AuthToken, when set, is required as "Authorization: Bearer <token>"
+	// on every HTTP API request.
+	AuthToken Secret `json:"authToken"`
+}
+
+// Log sets the rotation of the gateway and audit logs.
+type Log struct {
+	MaxSizeBytes int64 `json:"maxSizeBytes"` // default 10 MB
+	MaxFiles     int   `json:"maxFiles"`     // default 5
+}
+
+// Defaults that the spec allows.
+const (
+	DefaultHost         = "127.0.0.1"
+	DefaultPort         = 7433
+	DefaultLogMaxSize   = 10 << 20
+	DefaultLogMaxFiles  = 5
+	DefaultMemoryLimit  = 3 << 30
+	DefaultNetwork      = "bridge"
+	DefaultThinkingOff  = "off"
+	DefaultSandboxImage = "beige-sandbox:latest"
+)
+
+// Secret is a string that never shows itself in logs, JSON or fmt output.
+type Secret string
+
+// Reveal returns the secret's value, for the one place that needs it.
+func (s Secret) Reveal() string { return string(s) }
+
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "[redacted]"
+}
+
+// GoString keeps %#v from printing the value.
+func (s Secret) GoString() string { return s.String() }
+
+// LogValue redacts the secret in slog output.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// MarshalJSON redacts the secret in JSON output.
+func (s Secret) MarshalJSON() ([]byte, error) { return []byte(fmt.Sprintf("%q", s.String())), nil }
+
+// ByteSize is a size in bytes, written as a number or as "512m", "2g".
+type ByteSize int64
+
+// Mount is an extra bind mount into the sandbox, written as
+// "host:container[:ro]" or {source, target, readOnly}.
+type Mount struct {
+	Source   string `json:"source" cfg:"required,path"`
+	Target   string `json:"target" cfg:"required"`
+	ReadOnly bool   `json:"readOnly"`
+}
+
+// Manifest is a plugin.json.
+type Manifest struct {
+	Name          string         `json:"name"`
+	Description   string         `json:"description"`
+	Commands      []string       `json:"commands,omitempty"`
+	Provides      Provides       `json:"provides"`
+	ConfigSchema  map[string]any `json:"configSchema,omitempty"`
+	DefaultConfig map[string]any `json:"defaultConfig,omitempty"`
+	// Run makes this an external plugin: a host command run for each call.
+	Run *RunSpec `json:"run,omitempty"`
+}
+
+// Provides lists what a plugin registers.
+type Provides struct {
+	Tools    []string `json:"tools,omitempty"`
+	Channels []string `json:"channels,omitempty"`
+	Hooks    []string `json:"hooks,omitempty"`
+	Skills   []string `json:"skills,omitempty"`
+	// Channel is the singular form some manifests use.
+	Channel string `json:"channel,omitempty"`
+}
+
+// RunSpec is how an external plugin's tool is run on the host: Command
+// (relative to the plugin folder) with the call's args appended; the merged
+// plugin config as JSON on stdin; killed after Timeout seconds (default 60).
+type RunSpec struct {
+	Command []string `json:"command"`
+	Timeout float64  `json:"timeout,omitempty"`
+}
+
+// SkillManifest is a skill.json.
+type SkillManifest struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	ContextFile string `json:"contextFile,omitempty"` // default README.md
+	Requires    struct {
+		Tools  []string `json:"tools,omitempty"`
+		Skills []string `json:"skills,omitempty"`
+	} `json:"requires"`
+}

@@ -1,0 +1,547 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// specExample is the config of architecture.md section 1, verbatim.
+const specExample = `{
+  llm: {
+    providers: {
+      anthropic: { apiKey: "${ANTHROPIC_API_KEY}" },
+      // zai: {
+      //   baseUrl: "https://api.zai.com/v1",
+      //   apiKey: "${ZAI_API_KEY}",
+      //   api: "openai-completions",
+      // },
+    },
+  },
+
+  plugins: {
+    git: {
+      path: "./plugins/git",
+    },
+    // browser: {
+    //   path: "./plugins/browser",
+    //   config: { browserUrl: "ws://localhost:9222" },
+    // },
+  },
+
+  agents: {
+    travel: {
+      model: {
+        provider: "anthropic",
+        model: "claude-sonnet-4-6",
+        thinkingLevel: "medium",
+      },
+      fallbackModels: [
+        { provider: "anthropic", model: "claude-3-5-sonnet-20241022" },
+      ],
+      tools: ["git"],
+      // Per-agent plugin config overrides — deep-merged with plugins.git.config
+      // pluginConfigs: {
+      //   git: { allowForcePush: ["del"] },
+      // },
+      sandbox: { image: "beige-sandbox:latest" },
+    },
+  },
+}
+`
+
+const gitManifest = `{
+  "name": "git",
+  "description": "Git version control operations.",
+  "commands": ["status", "commit", "log"],
+  "provides": { "tools": ["git"] }
+}`
+
+// fixture is a folder with a config and the files it points at.
+type fixture struct {
+	t   *testing.T
+	dir string
+	env map[string]string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{t: t, dir: t.TempDir(), env: map[string]string{}}
+	f.write("plugins/git/plugin.json", gitManifest)
+	f.write("skills/review/skill.json", `{"name": "review", "description": "Code review checklists"}`)
+	return f
+}
+
+func (f *fixture) write(name, content string) string {
+	f.t.Helper()
+	p := filepath.Join(f.dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+	return p
+}
+
+func (f *fixture) lookup(k string) (string, bool) {
+	v, ok := f.env[k]
+	return v, ok
+}
+
+func (f *fixture) parse(src string) (*Config, error) {
+	f.t.Helper()
+	p := f.write("config.json5", src)
+	return Load(p, &LoadOptions{LookupEnv: f.lookup})
+}
+
+func (f *fixture) mustParse(src string) *Config {
+	f.t.Helper()
+	cfg, err := f.parse(src)
+	if err != nil {
+		f.t.Fatalf("Load: %v", err)
+	}
+	return cfg
+}
+
+func TestSpecExample(t *testing.T) {
+	f := newFixture(t)
+	f.env["ANTHROPIC_API_KEY"] = "sk-test"
+	cfg := f.mustParse(specExample)
+	a := cfg.Agents["travel"]
+	if a == nil {
+		t.Fatal("no agent travel")
+	}
+	if a.Model != (ModelRef{Provider: "anthropic", Model: "claude-sonnet-4-6", ThinkingLevel: "medium"}) {
+		t.Errorf("model = %+v", a.Model)
+	}
+	if len(a.FallbackModels) != 1 || a.FallbackModels[0].Model != "claude-3-5-sonnet-20241022" || a.FallbackModels[0].ThinkingLevel != "off" {
+		t.Errorf("fallbackModels = %+v", a.FallbackModels)
+	}
+	if p := cfg.LLM.Providers["anthropic"]; p.APIKey.Reveal() != "sk-test" || p.API != "anthropic-messages" || p.Concurrency != -1 {
+		t.Errorf("provider = %+v", p)
+	}
+	if got, want := cfg.Plugins["git"].Path, filepath.Join(f.dir, "plugins/git"); got != want {
+		t.Errorf("plugin path = %q, want %q", got, want)
+	}
+	if m := cfg.Plugins["git"].Manifest; m == nil || m.Provides.Tools[0] != "git" {
+		t.Errorf("manifest = %+v", m)
+	}
+	if cfg.Gateway.Host != "127.0.0.1" || cfg.Gateway.Port != 7433 || cfg.Gateway.Log.MaxSizeBytes != 10<<20 || cfg.Gateway.Log.MaxFiles != 5 {
+		t.Errorf("gateway defaults = %+v", cfg.Gateway)
+	}
+	if a.Sandbox.MemoryLimit != 3<<30 || a.Sandbox.Network != "bridge" {
+		t.Errorf("sandbox defaults = %+v", a.Sandbox)
+	}
+
+	delete(f.env, "ANTHROPIC_API_KEY")
+	_, err := f.parse(specExample)
+	wantErrors(t, err, "config.json5:4:28: llm.providers.anthropic.apiKey: environment variable ANTHROPIC_API_KEY is not set")
+}
+
+// wantErrors checks that err lists exactly the given messages (each a
+// substring of one error, in order).
+func wantErrors(t *testing.T, err error, want ...string) {
+	t.Helper()
+	var list ErrorList
+	if !errors.As(err, &list) {
+		t.Fatalf("error = %v, want an ErrorList", err)
+	}
+	if len(list) != len(want) {
+		t.Fatalf("got %d errors, want %d:\n%v", len(list), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.Contains(list[i].Error(), w) {
+			t.Errorf("error %d = %q, want it to contain %q", i, list[i].Error(), w)
+		}
+	}
+}
+
+// minimal returns a valid config with extra text spliced into the agent
+// (agentExtra), the root (rootExtra) and the provider (providerExtra).
+func minimal(providerExtra, agentExtra, rootExtra string) string {
+	return fmt.Sprintf(`{
+  llm: { providers: { anthropic: { apiKey: "k", %s } } },
+  agents: {
+    a1: {
+      model: { provider: "anthropic", model: "m" },
+      sandbox: { image: "img" },
+      %s
+    },
+  },
+  %s
+}`, providerExtra, agentExtra, rootExtra)
+}
+
+// TestFields decodes every field of the schema once.
+func TestFields(t *testing.T) {
+	f := newFixture(t)
+	cases := []struct {
+		name                  string
+		provider, agent, root string
+		check                 func(t *testing.T, c *Config)
+	}{
+		{"provider baseUrl api concurrency", `baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions", concurrency: 2`, "", "", func(t *testing.T, c *Config) {
+			p := c.LLM.Providers["anthropic"]
+			if p.BaseURL != "http://127.0.0.1:9/v1" || p.API != "openai-completions" || p.Concurrency != 2 {
+				t.Errorf("%+v", p)
+			}
+		}},
+		{"concurrency -1", `concurrency: -1`, "", "", func(t *testing.T, c *Config) {
+			if c.LLM.Providers["anthropic"].Concurrency != -1 {
+				t.Error(c.LLM.Providers["anthropic"].Concurrency)
+			}
+		}},
+		{"provider models", `models: [{id: "x1", name: "X One", reasoning: true, input: ["text", "image"], cost: {input: 1, output: 2, cacheRead: 0.1, cacheWrite: 1.25}, contextWindow: 1000, maxTokens: 100}]`, "", "", func(t *testing.T, c *Config) {
+			m := c.LLM.Providers["anthropic"].Models[0]
+			if m.ID != "x1" || m.Name != "X One" || !m.Reasoning || len(m.Input) != 2 || m.Cost.CacheWrite != 1.25 || m.ContextWindow != 1000 || m.MaxTokens != 100 {
+				t.Errorf("%+v", m)
+			}
+		}},
+		{"plugins path and config", "", "", `plugins: { git: { path: "plugins/git", config: { n: 1, list: ["a", {b: true}], nested: {s: "x"} } } },`, func(t *testing.T, c *Config) {
+			p := c.Plugins["git"]
+			if p.Config["n"] != 1.0 || p.Config["list"].([]any)[1].(map[string]any)["b"] != true || p.Config["nested"].(map[string]any)["s"] != "x" {
+				t.Errorf("%#v", p.Config)
+			}
+			if len(c.PluginOrder) != 1 || c.PluginOrder[0] != "git" {
+				t.Errorf("order %v", c.PluginOrder)
+			}
+		}},
+		{"skills", "", `skills: ["review"],`, `skills: { review: { path: "./skills/review" } },`, func(t *testing.T, c *Config) {
+			s := c.Skills["review"]
+			if s.Path != filepath.Join(f.dir, "skills/review") || s.Manifest.Description != "Code review checklists" || s.Manifest.ContextFile != "README.md" {
+				t.Errorf("%+v %+v", s, s.Manifest)
+			}
+			if c.Agents["a1"].Skills[0] != "review" {
+				t.Error(c.Agents["a1"].Skills)
+			}
+		}},
+		{"model thinking and compaction", "", `fallbackModels: [{provider: "anthropic", model: "f", thinkingLevel: "xhigh", compactionThreshold: 5000}],`, "", func(t *testing.T, c *Config) {
+			fm := c.Agents["a1"].FallbackModels[0]
+			if fm.Model != "f" || fm.ThinkingLevel != "xhigh" || fm.CompactionThreshold != 5000 {
+				t.Errorf("%+v", fm)
+			}
+		}},
+		{"tools and pluginConfigs", "", `tools: ["git", "exec"], pluginConfigs: { git: { allowForcePush: ["del"] } },`, `plugins: { git: { path: "plugins/git" } },`, func(t *testing.T, c *Config) {
+			a := c.Agents["a1"]
+			if len(a.Tools) != 2 || a.PluginConfigs["git"]["allowForcePush"].([]any)[0] != "del" {
+				t.Errorf("%+v", a)
+			}
+		}},
+		{"workspaceDir", "", `workspaceDir: "~/projects/x",`, "", func(t *testing.T, c *Config) {
+			home, _ := os.UserHomeDir()
+			if got := c.Agents["a1"].WorkspaceDir; got != filepath.Join(home, "projects/x") {
+				t.Error(got)
+			}
+		}},
+		{"sandbox everything", "", ``, "", nil},
+		{"gateway", "", "", `gateway: { host: "0.0.0.0", port: 8080, logFile: "logs/gw.log", log: { maxSizeBytes: 2048, maxFiles: 2 }, authToken: "tok" },`, func(t *testing.T, c *Config) {
+			g := c.Gateway
+			if g.Host != "0.0.0.0" || g.Port != 8080 || g.LogFile != filepath.Join(f.dir, "logs/gw.log") || g.Log.MaxSizeBytes != 2048 || g.Log.MaxFiles != 2 || g.AuthToken.Reveal() != "tok" {
+				t.Errorf("%+v", g)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.check == nil {
+				return
+			}
+			tc.check(t, f.mustParse(minimal(tc.provider, tc.agent, tc.root)))
+		})
+	}
+
+	t.Run("sandbox fields", func(t *testing.T) {
+		src := strings.Replace(minimal("", "", ""), `sandbox: { image: "img" }`, `sandbox: {
+        image: "img", memoryLimit: "2g", cpus: 1.5, pidsLimit: 256, network: "none", runtime: "runsc",
+        extraMounts: ["./data:/data:ro", { source: "/srv/x", target: "/x" }],
+        extraEnv: { TZ: "UTC", LANG: "C.UTF-8" },
+        capAdd: ["NET_BIND_SERVICE"], capDrop: ["ALL"],
+      }`, 1)
+		s := f.mustParse(src).Agents["a1"].Sandbox
+		if s.Image != "img" || s.MemoryLimit != 2<<30 || s.CPUs != 1.5 || s.PidsLimit != 256 || s.Network != "none" || s.Runtime != "runsc" {
+			t.Errorf("%+v", s)
+		}
+		want := []Mount{{Source: filepath.Join(f.dir, "data"), Target: "/data", ReadOnly: true}, {Source: "/srv/x", Target: "/x"}}
+		if fmt.Sprint(s.ExtraMounts) != fmt.Sprint(want) {
+			t.Errorf("mounts = %+v, want %+v", s.ExtraMounts, want)
+		}
+		if s.ExtraEnv["TZ"] != "UTC" || s.CapAdd[0] != "NET_BIND_SERVICE" || s.CapDrop[0] != "ALL" {
+			t.Errorf("%+v", s)
+		}
+	})
+}
+
+func TestInterpolation(t *testing.T) {
+	env := map[string]string{"A": "alpha", "EMPTY": "", "B": "beta"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	cases := []struct {
+		in, want, err string
+	}{
+		{"plain", "plain", ""},
+		{"${A}", "alpha", ""},
+		{"x-${A}-y", "x-alpha-y", ""},
+		{"${A}${B}", "alphabeta", ""},
+		{"${UNSET:-fallback}", "fallback", ""},
+		{"${UNSET:-}", "", ""},
+		{"${EMPTY:-d}", "d", ""},
+		{"${EMPTY}", "", ""},
+		{"${A:-d}", "alpha", ""},
+		{"${UNSET:-a:b-c}", "a:b-c", ""},
+		{"costs $5", "costs $5", ""},
+		{"$A", "$A", ""},
+		{"$$", "$$", ""},
+		{"a $ b", "a $ b", ""},
+		{"${UNSET}", "", "environment variable UNSET is not set"},
+		{"${A", "", "unterminated ${"},
+		{"${}", "", "invalid variable reference ${}"},
+		{"${1X}", "", "invalid variable reference ${1X}"},
+		{"${A B}", "", "invalid variable reference"},
+	}
+	for _, tc := range cases {
+		got, err := interpolate(tc.in, lookup)
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("interpolate(%q) error = %v, want %q", tc.in, err, tc.err)
+		case tc.err == "" && err != nil:
+			t.Errorf("interpolate(%q) error = %v", tc.in, err)
+		case tc.err == "" && got != tc.want:
+			t.Errorf("interpolate(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestInterpolationInNestedValues(t *testing.T) {
+	f := newFixture(t)
+	f.env["HOST"] = "example.org"
+	cfg := f.mustParse(minimal("", "", `plugins: { git: { path: "plugins/git", config: { urls: ["https://${HOST}", { deep: "${HOST:-none}" }], price: "$5" } } },`))
+	c := cfg.Plugins["git"].Config
+	if got := c["urls"].([]any)[0]; got != "https://example.org" {
+		t.Errorf("array item = %v", got)
+	}
+	if got := c["urls"].([]any)[1].(map[string]any)["deep"]; got != "example.org" {
+		t.Errorf("nested = %v", got)
+	}
+	if c["price"] != "$5" {
+		t.Errorf("literal $ = %v", c["price"])
+	}
+	// An unset variable deep inside is reported where it is used.
+	_, err := f.parse(minimal("", "", `plugins: { git: { path: "plugins/git", config: {
+    list: [1, { key: "${NOPE}" }] } } },`))
+	wantErrors(t, err, `:11:22: plugins.git.config.list[1].key: environment variable NOPE is not set`)
+}
+
+func TestDuplicateKey(t *testing.T) {
+	f := newFixture(t)
+	_, err := f.parse(minimal("", `sandbox: { image: "other" },`, ""))
+	wantErrors(t, err, `agents.a1.sandbox: duplicate key "sandbox"`)
+}
+
+func TestErrors(t *testing.T) {
+	f := newFixture(t)
+	cases := []struct {
+		name string
+		src  string
+		want []string
+	}{
+		{"unknown key with suggestion", strings.Replace(minimal("", "", ""), `model: "m"`, `modle: "m"`, 1),
+			[]string{`config.json5:5:39: agents.a1.model.modle: unknown key "modle" (did you mean "model"?)`}},
+		{"unknown key without suggestion", minimal("", "", "frobnicate: 1,"),
+			[]string{`config.json5:10:3: frobnicate: unknown key "frobnicate" (known: llm, plugins, skills, agents, gateway)`}},
+		{"missing required", strings.Replace(minimal("", "", ""), `sandbox: { image: "img" },`, `sandbox: {},`, 1),
+			[]string{`config.json5:6:16: agents.a1.sandbox.image: missing required field "image"`}},
+		{"missing agents", `{ llm: { providers: { anthropic: {} } } }`,
+			[]string{`agents: missing required field "agents"`}},
+		{"wrong type", minimal("", "", `gateway: { port: "7433" },`),
+			[]string{`gateway.port: want an integer, got string`}},
+		{"not an integer", minimal("", "", `gateway: { port: 74.5 },`),
+			[]string{`gateway.port: want an integer, got 74.5`}},
+		{"port range", minimal("", "", `gateway: { port: 70000 },`),
+			[]string{`gateway.port: want a port between 1 and 65535, got 70000`}},
+		{"unknown provider", strings.Replace(minimal("", "", ""), `provider: "anthropic"`, `provider: "antropic"`, 1),
+			[]string{`config.json5:5:26: agents.a1.model.provider: unknown provider "antropic" (known: anthropic); did you mean "anthropic"?`}},
+		{"unknown api", minimal(`api: "openai-completion"`, "", ""),
+			[]string{`llm.providers.anthropic.api: unknown api "openai-completion" (did you mean "openai-completions"?)`}},
+		{"api required", strings.Replace(minimal("", "", ""), "anthropic: {", "zai: {", 1),
+			[]string{`llm.providers.zai: missing required field "api"`, `unknown provider "anthropic" (known: zai)`}},
+		{"bad baseUrl", minimal(`baseUrl: "api.example.com"`, "", ""),
+			[]string{`llm.providers.anthropic.baseUrl: want an http(s) URL`}},
+		{"concurrency zero", minimal(`concurrency: 0`, "", ""),
+			[]string{`llm.providers.anthropic.concurrency: want a positive number of requests, or -1`}},
+		{"thinking level", strings.Replace(minimal("", "", ""), `model: "m"`, `model: "m", thinkingLevel: "max"`, 1),
+			[]string{`agents.a1.model.thinkingLevel: unknown thinking level "max"`}},
+		{"agent name", strings.Replace(minimal("", "", ""), "a1:", `"My.Agent":`, 1),
+			[]string{`agents["My.Agent"]: invalid agent name "My.Agent"`}},
+		{"unknown tool", minimal("", `tools: ["browser"],`, ""),
+			[]string{`agents.a1.tools[0]: unknown tool "browser": no configured plugin provides it`}},
+		{"tool twice", minimal("", `tools: ["git", "git"],`, `plugins: { git: { path: "plugins/git" } },`),
+			[]string{`agents.a1.tools[1]: tool "git" is listed twice`}},
+		{"unknown skill", minimal("", `skills: ["reveiw"],`, `skills: { review: { path: "skills/review" } },`),
+			[]string{`agents.a1.skills[0]: unknown skill "reveiw" (known: review); did you mean "review"?`}},
+		{"unknown pluginConfigs", minimal("", `pluginConfigs: { gti: {} },`, `plugins: { git: { path: "plugins/git" } },`),
+			[]string{`agents.a1.pluginConfigs.gti: unknown plugin "gti" (known: git); did you mean "git"?`}},
+		{"plugin folder missing", minimal("", "", `plugins: { web: { path: "./plugins/web" } },`),
+			[]string{`plugins.web.path: folder ` + filepath.Join(f.dir, "plugins/web") + ` does not exist`}},
+		{"plugin.json missing", minimal("", "", `plugins: { web: { path: "./skills" } },`),
+			[]string{`plugins.web.path: no plugin.json in`}},
+		{"skill.json missing", minimal("", "", `skills: { s: { path: "./plugins" } },`),
+			[]string{`skills.s.path: no skill.json in`}},
+		{"memory", strings.Replace(minimal("", "", ""), `image: "img"`, `image: "img", memoryLimit: "lots"`, 1),
+			[]string{`agents.a1.sandbox.memoryLimit: invalid size "lots"`}},
+		{"memory too small", strings.Replace(minimal("", "", ""), `image: "img"`, `image: "img", memoryLimit: 1024`, 1),
+			[]string{`below Docker's minimum`}},
+		{"reserved mount", strings.Replace(minimal("", "", ""), `image: "img"`, `image: "img", extraMounts: ["/etc:/beige/x"]`, 1),
+			[]string{`agents.a1.sandbox.extraMounts[0]: target "/beige/x" overlaps /beige`}},
+		{"relative mount target", strings.Replace(minimal("", "", ""), `image: "img"`, `image: "img", extraMounts: [{source: "/a", target: "data"}]`, 1),
+			[]string{`must be an absolute path`}},
+		{"bad mount string", strings.Replace(minimal("", "", ""), `image: "img"`, `image: "img", extraMounts: ["/a"]`, 1),
+			[]string{`want "hostPath:containerPath[:ro|rw]"`}},
+		{"extraEnv PATH", strings.Replace(minimal("", "", ""), `image: "img"`, `image: "img", extraEnv: { PATH: "/x" }`, 1),
+			[]string{`agents.a1.sandbox.extraEnv.PATH: PATH is set by beige`}},
+		{"log sizes", minimal("", "", `gateway: { log: { maxSizeBytes: 10, maxFiles: 0 } },`),
+			[]string{`gateway.log.maxSizeBytes: want at least 1024 bytes`}},
+		{"syntax error", "{\n  llm: {,\n}",
+			[]string{`config.json5:2:9: syntax error: invalid character ','`}},
+		{"root not object", `["a"]`,
+			[]string{`config.json5:1:1: the config must be an object`}},
+		{"three independent errors", strings.NewReplacer(`model: "m"`, `modle: "m"`, `gateway: {}`, ``, `image: "img"`, `image: 5`).Replace(minimal("", "", `gateway: { port: 0.5 },`)),
+			[]string{`agents.a1.model.modle: unknown key "modle" (did you mean "model"?)`, `agents.a1.sandbox.image: want a string, got number`, `gateway.port: want an integer, got 0.5`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := f.parse(tc.src)
+			wantErrors(t, err, tc.want...)
+		})
+	}
+}
+
+func TestFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.json5")
+	if err := os.WriteFile(big, bytes.Repeat([]byte(" "), 50<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ path, want string }{
+		{filepath.Join(dir, "missing.json5"), "config file not found"},
+		{dir, "is a directory, not a config file"},
+		{big, "config file is too large (50.0 MB; the limit is 4.0 MB)"},
+	}
+	for _, tc := range cases {
+		_, err := Load(tc.path, nil)
+		wantErrors(t, err, tc.path+": "+tc.want)
+	}
+	if os.Geteuid() != 0 { // root reads anything
+		p := filepath.Join(dir, "secret.json5")
+		os.WriteFile(p, []byte("{}"), 0o000)
+		_, err := Load(p, nil)
+		wantErrors(t, err, "permission denied")
+	}
+}
+
+func TestJSON5Syntax(t *testing.T) {
+	f := newFixture(t)
+	src := `// leading comment
+{
+  /* block */ llm: { 'providers': { "anthropic": { apiKey: 'single', concurrency: 0x10, }, }, },
+  agents: { a1: { model: { provider: "anthropic", model: "m\
+n" }, sandbox: { image: "img", cpus: .5, memoryLimit: 1e9 }, }, },
+  gateway: { port: +7433, },
+}`
+	cfg := f.mustParse(src)
+	if cfg.LLM.Providers["anthropic"].Concurrency != 16 || cfg.Agents["a1"].Model.Model != "mn" || cfg.Agents["a1"].Sandbox.CPUs != 0.5 || cfg.Agents["a1"].Sandbox.MemoryLimit != 1e9 {
+		t.Errorf("%+v", cfg)
+	}
+	_, err := f.parse(strings.Replace(src, "cpus: .5", "cpus: Infinity", 1))
+	wantErrors(t, err, "agents.a1.sandbox.cpus: want a finite number, got +Inf")
+}
+
+func TestBuiltinPlugins(t *testing.T) {
+	f := newFixture(t)
+	src := minimal("", `tools: ["web.fetch"],`, `plugins: { web: {}, local: { path: "plugins/git" } },`)
+	p := f.write("config.json5", src)
+	builtins := map[string]*Manifest{"web": {Name: "web", Provides: Provides{Tools: []string{"web.fetch"}}}}
+	if _, err := Load(p, &LoadOptions{Builtins: builtins}); err == nil {
+		t.Fatal("a path plugin with no run command and no built-in of its name should fail")
+	} else {
+		wantErrors(t, err, `plugins.local.path: plugin.json of "local" has no "run" command and no plugin "git" is built into beige`)
+	}
+	builtins["git"] = &Manifest{Name: "git"}
+	cfg, err := Load(p, &LoadOptions{Builtins: builtins})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Plugins["web"].Manifest != builtins["web"] {
+		t.Error("built-in manifest not attached")
+	}
+	delete(builtins, "web")
+	_, err = Load(p, &LoadOptions{Builtins: builtins})
+	wantErrors(t, err, `plugins.web: plugin "web" has no path and is not built into beige (built-in: git)`)
+}
+
+func TestSecretNeverShows(t *testing.T) {
+	s := Secret("sk-canary-123")
+	var buf bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("x", "key", s)
+	j, _ := json.Marshal(struct{ K Secret }{s})
+	for _, out := range []string{fmt.Sprint(s), fmt.Sprintf("%v %s %+v %#v", s, s, s, s), buf.String(), string(j)} {
+		if strings.Contains(out, "canary") {
+			t.Errorf("secret leaked: %s", out)
+		}
+	}
+	if s.Reveal() != "sk-canary-123" {
+		t.Error("Reveal")
+	}
+}
+
+func TestParseByteSize(t *testing.T) {
+	cases := []struct {
+		in   string
+		want ByteSize
+		ok   bool
+	}{
+		{"512", 512, true}, {"1k", 1024, true}, {"2g", 2 << 30, true}, {"2G", 2 << 30, true},
+		{"3gb", 3 << 30, true}, {"1.5m", 3 << 19, true}, {"1t", 1 << 40, true},
+		{"", 0, false}, {"g", 0, false}, {"-1g", 0, false}, {"lots", 0, false}, {"1x", 0, false}, {"inf", 0, false},
+	}
+	for _, tc := range cases {
+		got, err := ParseByteSize(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseByteSize(%q) = %d, %v", tc.in, got, err)
+		}
+	}
+}
+
+func TestSuggest(t *testing.T) {
+	known := []string{"model", "fallbackModels", "tools", "skills", "sandbox"}
+	for in, want := range map[string]string{"modle": "model", "tool": "tools", "sandbx": "sandbox", "fallbackModel": "fallbackModels", "zzz": "", "image": ""} {
+		if got := suggest(in, known); got != want {
+			t.Errorf("suggest(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(specExample))
+	f.Add([]byte(minimal("", "", "")))
+	f.Add([]byte(`{a: [1, 'x', {b: null}], c: 0x1f, d: -Infinity, e: "\u0041"}`))
+	f.Add([]byte(`{llm: {providers: {p: {apiKey: "${X:-y}"}}}, agents: {a: {model: {provider: "p", model: 1}}}}`))
+	f.Add([]byte("{\"\\u0061\": /* c */ 1,}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse("fuzz.json5", data, &LoadOptions{LookupEnv: func(string) (string, bool) { return "v", true }})
+		if err == nil && cfg == nil {
+			t.Fatal("nil config without error")
+		}
+		if err != nil {
+			var list ErrorList
+			if !errors.As(err, &list) || len(list) == 0 {
+				t.Fatalf("error %v is not a non-empty ErrorList", err)
+			}
+		}
+	})
+}

@@ -1,0 +1,376 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	posixpath "path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// APIs are the provider wire formats Beige knows.
+var APIs = []string{"anthropic-messages", "openai-completions", "openai-responses", "google-generative-ai"}
+
+// WellKnownProviders gives the API of providers whose name says it, so that
+// `anthropic: { apiKey: ... }` needs nothing more.
+var WellKnownProviders = map[string]string{
+	"anthropic":  "anthropic-messages",
+	"openai":     "openai-completions",
+	"google":     "google-generative-ai",
+	"openrouter": "openai-completions",
+}
+
+// ThinkingLevels are the accepted values of model.thinkingLevel.
+var ThinkingLevels = []string{"off", "minimal", "low", "medium", "high", "xhigh"}
+
+// CoreTools are given to every agent; listing them in tools is allowed.
+var CoreTools = []string{"read", "write", "patch", "exec"}
+
+// AgentNameRE is what an agent name may look like: it becomes a container
+// name, a host name and a socket file name.
+var AgentNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+
+// MaxAgentName keeps socket paths and container names well inside their limits.
+const MaxAgentName = 48
+
+// reservedTargets are sandbox paths an extra mount may not cover.
+var reservedTargets = []string{"/workspace", "/tools", "/beige", "/skills", "/proc", "/sys", "/dev"}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+type validator struct {
+	d        *decoder
+	cfg      *Config
+	builtins map[string]*Manifest
+}
+
+func (v *validator) errorAt(path, format string, args ...any) { v.d.errorAt(path, format, args...) }
+
+func (v *validator) validate() {
+	v.providers()
+	v.plugins()
+	v.skills()
+	v.agents()
+	v.gateway()
+}
+
+func sortedKeys[T any](m map[string]T) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func (v *validator) providers() {
+	for _, name := range sortedKeys(v.cfg.LLM.Providers) {
+		p := v.cfg.LLM.Providers[name]
+		path := joinPath("llm.providers", name)
+		if p == nil {
+			v.errorAt(path, "want an object, got null")
+			delete(v.cfg.LLM.Providers, name)
+			continue
+		}
+		if p.API == "" {
+			if api, ok := WellKnownProviders[name]; ok {
+				p.API = api
+			} else {
+				v.errorAt(path, "missing required field \"api\": provider %q is not well known, so say which API it speaks (%s)", name, strings.Join(APIs, ", "))
+			}
+		} else if !slices.Contains(APIs, p.API) {
+			msg := fmt.Sprintf("unknown api %q (known: %s)", p.API, strings.Join(APIs, ", "))
+			if s := suggest(p.API, APIs); s != "" {
+				msg = fmt.Sprintf("unknown api %q (did you mean %q?)", p.API, s)
+			}
+			v.errorAt(path+".api", "%s", msg)
+		}
+		if p.BaseURL != "" {
+			u, err := url.Parse(p.BaseURL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				v.errorAt(path+".baseUrl", "want an http(s) URL like \"https://api.example.com/v1\", got %q", p.BaseURL)
+			}
+		}
+		if _, set := v.d.pos[path+".concurrency"]; set && (p.Concurrency == 0 || p.Concurrency < -1) {
+			v.errorAt(path+".concurrency", "want a positive number of requests, or -1 (or leave it out) for no limit; got %d", p.Concurrency)
+		}
+		for i, m := range p.Models {
+			mp := fmt.Sprintf("%s.models[%d]", path, i)
+			for j, in := range m.Input {
+				if in != "text" && in != "image" {
+					v.errorAt(fmt.Sprintf("%s.input[%d]", mp, j), "want \"text\" or \"image\", got %q", in)
+				}
+			}
+			if m.ContextWindow < 0 || m.MaxTokens < 0 {
+				v.errorAt(mp, "contextWindow and maxTokens must not be negative")
+			}
+		}
+	}
+}
+
+func (v *validator) plugins() {
+	for _, name := range sortedKeys(v.cfg.Plugins) {
+		p := v.cfg.Plugins[name]
+		path := joinPath("plugins", name)
+		if p == nil {
+			v.cfg.Plugins[name] = &Plugin{}
+			p = v.cfg.Plugins[name]
+		}
+		if p.Path == "" {
+			if m, ok := v.builtins[name]; ok {
+				p.Manifest = m
+				continue
+			}
+			if v.builtins != nil {
+				v.errorAt(path, "plugin %q has no path and is not built into beige (built-in: %s)", name, strings.Join(sortedKeys(v.builtins), ", "))
+			}
+			continue
+		}
+		m, err := ReadManifest(p.Path)
+		if err != nil {
+			v.errorAt(path+".path", "%v", err)
+			continue
+		}
+		p.Manifest = m
+		if m.Run == nil && v.builtins != nil {
+			if _, ok := v.builtins[m.Name]; !ok {
+				v.errorAt(path+".path", "plugin.json of %q has no \"run\" command and no plugin %q is built into beige", name, m.Name)
+			}
+		}
+	}
+}
+
+// ReadManifest reads dir/plugin.json.
+func ReadManifest(dir string) (*Manifest, error) {
+	var m Manifest
+	if err := readJSONFile(dir, "plugin.json", &m); err != nil {
+		return nil, err
+	}
+	if m.Name == "" {
+		return nil, fmt.Errorf("%s: missing \"name\"", filepath.Join(dir, "plugin.json"))
+	}
+	if m.Run != nil && len(m.Run.Command) == 0 {
+		return nil, fmt.Errorf("%s: \"run.command\" is empty", filepath.Join(dir, "plugin.json"))
+	}
+	return &m, nil
+}
+
+// ReadSkillManifest reads dir/skill.json.
+func ReadSkillManifest(dir string) (*SkillManifest, error) {
+	var m SkillManifest
+	if err := readJSONFile(dir, "skill.json", &m); err != nil {
+		return nil, err
+	}
+	if m.ContextFile == "" {
+		m.ContextFile = "README.md"
+	}
+	return &m, nil
+}
+
+func readJSONFile(dir, name string, v any) error {
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("folder %s does not exist", dir)
+	case err != nil:
+		return err
+	case !st.IsDir():
+		return fmt.Errorf("%s is not a folder", dir)
+	}
+	file := filepath.Join(dir, name)
+	data, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("no %s in %s", name, dir)
+	}
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%s: %v", file, err)
+	}
+	return nil
+}
+
+func (v *validator) skills() {
+	for _, name := range sortedKeys(v.cfg.Skills) {
+		s := v.cfg.Skills[name]
+		path := joinPath("skills", name)
+		if s == nil {
+			v.errorAt(path, "want an object with a path, got null")
+			delete(v.cfg.Skills, name)
+			continue
+		}
+		if s.Path == "" {
+			continue // already reported as missing
+		}
+		m, err := ReadSkillManifest(s.Path)
+		if err != nil {
+			v.errorAt(path+".path", "%v", err)
+			continue
+		}
+		if m.Name == "" {
+			m.Name = name
+		}
+		s.Manifest = m
+	}
+}
+
+// toolOwner returns the plugin that provides tool, or "".
+func (v *validator) toolOwner(tool string) string {
+	for _, name := range v.cfg.PluginOrder {
+		p := v.cfg.Plugins[name]
+		if p == nil {
+			continue
+		}
+		if p.Manifest != nil && slices.Contains(p.Manifest.Provides.Tools, tool) {
+			return name
+		}
+		if tool == name || strings.HasPrefix(tool, name+".") {
+			if p.Manifest == nil || len(p.Manifest.Provides.Tools) == 0 {
+				return name
+			}
+		}
+	}
+	return ""
+}
+
+func (v *validator) agents() {
+	if len(v.cfg.Agents) == 0 {
+		if _, set := v.d.pos["agents"]; set {
+			v.errorAt("agents", "at least one agent is required")
+		}
+		return
+	}
+	providers := sortedKeys(v.cfg.LLM.Providers)
+	for _, name := range v.cfg.AgentOrder {
+		a := v.cfg.Agents[name]
+		path := joinPath("agents", name)
+		if a == nil {
+			v.errorAt(path, "want an object, got null")
+			delete(v.cfg.Agents, name)
+			continue
+		}
+		if !AgentNameRE.MatchString(name) || len(name) > MaxAgentName {
+			v.errorAt(path, "invalid agent name %q: use lowercase letters, digits, \"-\" and \"_\", starting with a letter or digit, at most %d characters (it names the agent's container and socket)", name, MaxAgentName)
+		}
+		v.modelRef(path+".model", a.Model, providers)
+		for i, m := range a.FallbackModels {
+			v.modelRef(fmt.Sprintf("%s.fallbackModels[%d]", path, i), m, providers)
+		}
+		seen := map[string]bool{}
+		for i, t := range a.Tools {
+			tp := fmt.Sprintf("%s.tools[%d]", path, i)
+			switch {
+			case seen[t]:
+				v.errorAt(tp, "tool %q is listed twice", t)
+			case slices.Contains(CoreTools, t):
+			case v.toolOwner(t) == "":
+				msg := fmt.Sprintf("unknown tool %q: no configured plugin provides it", t)
+				if len(v.cfg.Plugins) > 0 {
+					msg += " (plugins: " + strings.Join(sortedKeys(v.cfg.Plugins), ", ") + ")"
+				} else {
+					msg += fmt.Sprintf(" (add it under plugins: { %s: { ... } })", t)
+				}
+				v.errorAt(tp, "%s", msg)
+			}
+			seen[t] = true
+		}
+		for i, s := range a.Skills {
+			if _, ok := v.cfg.Skills[s]; !ok {
+				v.unknownRef(fmt.Sprintf("%s.skills[%d]", path, i), "skill", s, sortedKeys(v.cfg.Skills))
+			}
+		}
+		for _, p := range sortedKeys(a.PluginConfigs) {
+			if _, ok := v.cfg.Plugins[p]; !ok {
+				v.unknownRef(joinPath(path+".pluginConfigs", p), "plugin", p, sortedKeys(v.cfg.Plugins))
+			}
+		}
+		v.sandbox(path+".sandbox", &a.Sandbox)
+	}
+}
+
+// unknownRef reports a name that refers to nothing configured.
+func (v *validator) unknownRef(path, what, name string, known []string) {
+	msg := fmt.Sprintf("unknown %s %q", what, name)
+	if len(known) > 0 {
+		msg += " (known: " + strings.Join(known, ", ") + ")"
+	} else {
+		msg += fmt.Sprintf(" (no %s is configured)", what)
+	}
+	if s := suggest(name, known); s != "" {
+		msg += fmt.Sprintf("; did you mean %q?", s)
+	}
+	v.errorAt(path, "%s", msg)
+}
+
+func (v *validator) modelRef(path string, m ModelRef, providers []string) {
+	if m.Provider != "" {
+		if _, ok := v.cfg.LLM.Providers[m.Provider]; !ok {
+			v.unknownRef(path+".provider", "provider", m.Provider, providers)
+		}
+	}
+	if m.ThinkingLevel != "" && !slices.Contains(ThinkingLevels, m.ThinkingLevel) {
+		v.errorAt(path+".thinkingLevel", "unknown thinking level %q (known: %s)", m.ThinkingLevel, strings.Join(ThinkingLevels, ", "))
+	}
+	if m.CompactionThreshold < 0 {
+		v.errorAt(path+".compactionThreshold", "must not be negative")
+	}
+}
+
+func (v *validator) sandbox(path string, s *Sandbox) {
+	if s.MemoryLimit != 0 && s.MemoryLimit < 6<<20 {
+		v.errorAt(path+".memoryLimit", "%d bytes is below Docker's minimum of 6 MB", s.MemoryLimit)
+	}
+	if s.CPUs < 0 {
+		v.errorAt(path+".cpus", "must not be negative")
+	}
+	if s.PidsLimit < -1 {
+		v.errorAt(path+".pidsLimit", "want a positive number, or -1 for no limit")
+	}
+	for i, m := range s.ExtraMounts {
+		mp := fmt.Sprintf("%s.extraMounts[%d]", path, i)
+		if m.Target == "" {
+			continue
+		}
+		if !strings.HasPrefix(m.Target, "/") {
+			v.errorAt(mp, "target %q must be an absolute path in the sandbox", m.Target)
+			continue
+		}
+		t := posixpath.Clean(m.Target)
+		for _, r := range reservedTargets {
+			if t == "/" || t == r || strings.HasPrefix(t, r+"/") || strings.HasPrefix(r, t+"/") {
+				v.errorAt(mp, "target %q overlaps %s, which beige manages", m.Target, r)
+				break
+			}
+		}
+	}
+	for _, k := range sortedKeys(s.ExtraEnv) {
+		kp := joinPath(path+".extraEnv", k)
+		switch {
+		case !envNameRE.MatchString(k):
+			v.errorAt(kp, "invalid environment variable name %q", k)
+		case k == "PATH" || strings.HasPrefix(k, "BEIGE_"):
+			v.errorAt(kp, "%s is set by beige and cannot be overridden", k)
+		}
+	}
+}
+
+func (v *validator) gateway() {
+	g := v.cfg.Gateway
+	if g.Port < 1 || g.Port > 65535 {
+		v.errorAt("gateway.port", "want a port between 1 and 65535, got %d", g.Port)
+	}
+	if g.Log.MaxSizeBytes < 1024 {
+		v.errorAt("gateway.log.maxSizeBytes", "want at least 1024 bytes, got %d", g.Log.MaxSizeBytes)
+	}
+	if g.Log.MaxFiles < 1 {
+		v.errorAt("gateway.log.maxFiles", "want at least 1, got %d", g.Log.MaxFiles)
+	}
+}

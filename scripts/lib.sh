@@ -1,0 +1,54 @@
+# Shared by .ci/run and scripts/run-gateway.sh: make sure a Docker engine
+# answers, installing Debian's docker.io and starting dockerd when needed.
+# shellcheck shell=bash
+
+log() { printf '[beige] %s\n' "$*" >&2; }
+
+apt_install() {
+	if [ "$(id -u)" != 0 ]; then
+		log "need root to install: $* (run: sudo apt-get install -y $*)"
+		return 1
+	fi
+	if [ -z "${APT_UPDATED:-}" ]; then
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq
+		APT_UPDATED=1
+	fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+ensure_docker() {
+	if docker info >/dev/null 2>&1; then
+		return 0
+	fi
+	if ! command -v dockerd >/dev/null 2>&1; then
+		log "no Docker engine: installing docker.io"
+		apt_install docker.io
+	fi
+	if ! docker info >/dev/null 2>&1; then
+		if [ "$(id -u)" != 0 ]; then
+			log "the Docker engine does not answer; start it (sudo systemctl start docker) or run as root"
+			return 1
+		fi
+		log "starting dockerd (log: /tmp/dockerd.log)"
+		nohup dockerd >/tmp/dockerd.log 2>&1 &
+		for _ in $(seq 1 60); do
+			docker info >/dev/null 2>&1 && break
+			sleep 1
+		done
+		if ! docker info >/dev/null 2>&1; then
+			log "dockerd did not answer within 60 s; its log:"
+			tail -n 30 /tmp/dockerd.log >&2 || true
+			return 1
+		fi
+	fi
+	log "docker engine $(docker version --format '{{.Server.Version}} (API {{.Server.APIVersion}})')"
+}
+
+# ensure_busybox installs the static busybox the tests (and the offline
+# fallback sandbox image) are made from.
+ensure_busybox() {
+	if ! dpkg -s busybox-static >/dev/null 2>&1; then
+		log "installing busybox-static"
+		apt_install busybox-static
+	fi
+}
