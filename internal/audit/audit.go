@@ -1,0 +1,182 @@
+// Package audit owns the audit log: one JSON object per line in
+// $BEIGE_HOME/logs/audit.jsonl for every tool call, core or plugin, written
+// before the call runs and again when it has finished. The file is rotated by
+// size (audit.jsonl.1 … audit.jsonl.N). A record that cannot be written is an
+// error for the caller, who must then not run the call.
+package audit
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/beige-dev/beige/internal/logfile"
+)
+
+// Values of Record.Phase.
+const (
+	PhaseStarted  = "started"
+	PhaseFinished = "finished"
+)
+
+// Values of Record.Type.
+const (
+	TypeCoreTool = "core_tool" // read, write, patch, exec
+	TypeTool     = "tool"      // a plugin tool called through a launcher
+)
+
+// Values of Record.Decision.
+const (
+	DecisionAllowed = "allowed"
+	DecisionDenied  = "denied"
+)
+
+// Values of Record.Target.
+const (
+	TargetGateway = "gateway"
+	TargetSandbox = "sandbox"
+)
+
+// Record is one line of the audit log. A call that is allowed gives two
+// records, PhaseStarted before it runs and PhaseFinished after; a call that is
+// denied gives one PhaseFinished record with DecisionDenied.
+//
+// The shape of Args depends on Type: for TypeTool it is the argument vector
+// the launcher was given (a JSON array of strings, see StringArgs); for
+// TypeCoreTool it is the tool's parameters as a JSON object, with bulk text
+// (write content, patch oldText/newText) replaced by its size in bytes.
+type Record struct {
+	// Time is when the record was made; Log sets it when zero. It is written
+	// in UTC with milliseconds: "2026-03-05T00:00:00.000Z".
+	Time    time.Time `json:"ts"`
+	Agent   string    `json:"agent"`
+	Session string    `json:"session,omitempty"` // session key
+	Model   string    `json:"model,omitempty"`   // model that asked for the call, if any
+	Channel string    `json:"channel,omitempty"`
+	Phase   string    `json:"phase"` // PhaseStarted or PhaseFinished
+	Type    string    `json:"type"`  // TypeCoreTool or TypeTool
+	Tool    string    `json:"tool"`  // "exec", "git", …
+	// Args must be valid JSON; it is written compacted, and left out when empty.
+	Args     json.RawMessage `json:"args,omitempty"`
+	Decision string          `json:"decision,omitempty"` // DecisionAllowed or DecisionDenied
+	Target   string          `json:"target,omitempty"`   // TargetGateway or TargetSandbox
+	// The result summary, set on finished records; nil fields are left out.
+	DurationMs  *int64 `json:"durationMs,omitempty"`
+	ExitCode    *int   `json:"exitCode,omitempty"`
+	OutputBytes *int64 `json:"outputBytes,omitempty"` // true size, even when the output shown was cut
+	Error       string `json:"error,omitempty"`
+}
+
+// StringArgs returns args as a JSON array of strings, the Args of a plugin
+// tool call. A nil slice gives [].
+func StringArgs(args []string) json.RawMessage {
+	b := make([]byte, 0, 2+16*len(args))
+	b = append(b, '[')
+	for i, a := range args {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, a)
+	}
+	return append(b, ']')
+}
+
+// Defaults of Options.
+const (
+	DefaultMaxSizeBytes = logfile.DefaultMaxSizeBytes
+	DefaultMaxFiles     = logfile.DefaultMaxFiles
+)
+
+// Options tune a Logger: the rotation of its file. A nil *Options, and
+// every zero field, mean the defaults.
+type Options = logfile.Options
+
+// ErrClosed is returned by Log after Close.
+var ErrClosed = logfile.ErrClosed
+
+// Logger appends records to an audit log file. It is safe for concurrent use:
+// each record is one write(2) of one whole line, under a mutex, on a file
+// opened with O_APPEND, so lines never interleave. It does not fsync.
+type Logger struct {
+	file *logfile.File
+	now  func() time.Time // for tests
+}
+
+// Open opens (creating if needed) the audit log at path, for appending. The
+// parent folder is created with mode 0700 if missing; the file has mode 0600.
+func Open(path string, opts *Options) (*Logger, error) {
+	f, err := logfile.Open(path, opts)
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	return &Logger{file: f, now: time.Now}, nil
+}
+
+// Path returns the path of the current log file.
+func (l *Logger) Path() string { return l.file.Path() }
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// Log writes rec as one line. It sets rec.Time to now when zero. An error
+// means the record is not (or not wholly) in the log.
+func (l *Logger) Log(rec Record) error {
+	if rec.Time.IsZero() {
+		rec.Time = l.now()
+	}
+	bp := bufPool.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= 64<<10 { // don't let one huge record pin memory
+			bufPool.Put(bp)
+		}
+	}()
+	line, err := rec.appendJSON((*bp)[:0])
+	if err != nil {
+		return err
+	}
+	line = append(line, '\n')
+	*bp = line
+	if _, err := l.file.Write(line); err != nil {
+		if errors.Is(err, logfile.ErrClosed) {
+			return ErrClosed
+		}
+		return fmt.Errorf("audit: %w", err)
+	}
+	return nil
+}
+
+// Close closes the file. Log returns ErrClosed afterwards.
+func (l *Logger) Close() error { return l.file.Close() }
+
+// ReadFile reads the records of one audit log file, oldest first. It is meant
+// for tests and tools; a line that is not a valid record is an error.
+func ReadFile(path string) ([]Record, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var recs []Record
+	r := bufio.NewReader(f)
+	for n := 1; ; n++ {
+		line, err := r.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			var rec Record
+			if jerr := json.Unmarshal(line, &rec); jerr != nil {
+				return recs, fmt.Errorf("audit: %s line %d: %w", path, n, jerr)
+			}
+			recs = append(recs, rec)
+		}
+		if err == io.EOF {
+			return recs, nil
+		}
+		if err != nil {
+			return recs, err
+		}
+	}
+}

@@ -1,0 +1,85 @@
+package proto
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Error is an error whose message is safe to show an API client, with the
+// HTTP status it maps to. Errors of any other type are internal (500).
+type Error struct {
+	Status int
+	Msg    string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Errorf returns a client-visible error with an HTTP status.
+func Errorf(status int, format string, args ...any) error {
+	return &Error{Status: status, Msg: fmt.Sprintf(format, args...)}
+}
+
+// ExecRequest is the body of POST /api/agents/:name/exec.
+type ExecRequest struct {
+	Tool       string          `json:"tool"`
+	Params     json.RawMessage `json:"params"`
+	SessionKey string          `json:"sessionKey,omitempty"`
+}
+
+// Health is the body of GET /api/health. Status is "ok" when every agent's
+// sandbox is ready, "starting" while they are being prepared, and
+// "degraded" when some agent is unavailable (Agents says why).
+type Health struct {
+	Status string            `json:"status"`
+	Agents map[string]string `json:"agents,omitempty"` // agent -> problem, only for agents that are not ready
+	Config string            `json:"config,omitempty"` // why the last config reload was refused
+}
+
+// ModelRef names a model of a configured provider.
+type ModelRef struct {
+	Provider      string `json:"provider"`
+	Model         string `json:"model"`
+	ThinkingLevel string `json:"thinkingLevel,omitempty"`
+}
+
+// AgentInfo is one entry of GET /api/agents.
+type AgentInfo struct {
+	Name           string     `json:"name"`
+	Model          ModelRef   `json:"model"`
+	FallbackModels []ModelRef `json:"fallbackModels"`
+	Tools          []string   `json:"tools"`
+	Skills         []string   `json:"skills"`
+	WorkspaceDir   string     `json:"workspaceDir"`
+	ToolContext    string     `json:"toolContext"`
+	SkillContext   string     `json:"skillContext"`
+}
+
+// AgentList is the body of GET /api/agents.
+type AgentList struct {
+	Agents []AgentInfo `json:"agents"`
+}
+
+// ConfigView is the body of GET /api/config: the agents and the providers'
+// metadata, never a key or token.
+type ConfigView struct {
+	Agents map[string]AgentConfigView `json:"agents"`
+	LLM    struct {
+		Providers map[string]ProviderView `json:"providers"`
+	} `json:"llm"`
+}
+
+// AgentConfigView is one agent in GET /api/config.
+type AgentConfigView struct {
+	Model          ModelRef   `json:"model"`
+	FallbackModels []ModelRef `json:"fallbackModels"`
+	Tools          []string   `json:"tools"`
+	Skills         []string   `json:"skills"`
+	WorkspaceDir   string     `json:"workspaceDir"`
+}
+
+// ProviderView is one provider in GET /api/config. Nil fields are null.
+type ProviderView struct {
+	BaseURL     *string `json:"baseUrl"`
+	API         *string `json:"api"`
+	Concurrency int     `json:"concurrency"`
+}

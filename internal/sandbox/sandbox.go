@@ -1,0 +1,117 @@
+// Package sandbox owns the agents' containers: it creates, re-attaches,
+// recreates and removes one hardened container per agent, and runs commands
+// and file operations inside it, through a long-lived in-sandbox helper (the
+// fast path) or per-call exec (the fallback).
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Paths inside every sandbox.
+const (
+	WorkspacePath  = "/workspace"
+	ToolsBinPath   = "/tools/bin"
+	PackagesPath   = "/tools/packages"
+	SkillsPath     = "/skills"
+	BeigeDir       = "/beige"
+	SocketPath     = "/beige/gateway.sock"
+	ToolClientPath = "/beige/tool-client"
+	HelperPath     = "/beige/beige-sandbox"
+	DefaultPATH    = "/tools/bin:/usr/local/bin:/usr/bin:/bin"
+)
+
+// Errors a Sandbox returns; callers test them with errors.Is.
+var (
+	ErrNotExist    = errors.New("sandbox: no such file or directory")
+	ErrIsDir       = errors.New("sandbox: is a directory")
+	ErrNotRunning  = errors.New("sandbox: not running")
+	ErrNoSuchAgent = errors.New("sandbox: no sandbox for agent")
+)
+
+// Mount is a bind mount from the host into the sandbox.
+type Mount struct {
+	Source   string // host path
+	Target   string // path in the sandbox
+	ReadOnly bool
+}
+
+// Spec describes the container of one agent. Two specs that are equal give
+// the same config hash; a running container with another hash is recreated.
+type Spec struct {
+	Agent string // safe identifier; the container is named beige-<agent>
+	Image string
+
+	Workspace    string            // host folder mounted rw at /workspace
+	Launchers    string            // host folder mounted ro at /tools/bin
+	PackagesDir  string            // host folder mounted ro at /tools/packages (holds the mountpoints of Packages)
+	Packages     map[string]string // tool/plugin name -> host folder, mounted ro at /tools/packages/<name>
+	Skills       map[string]string // skill name -> host folder, mounted ro at /skills/<name>
+	SocketDir    string            // host folder holding gateway.sock, mounted ro at /beige
+	HelperBinary string            // host path of the static beige-sandbox binary, mounted ro at /beige/tool-client and /beige/beige-sandbox
+	ExtraMounts  []Mount
+	Env          map[string]string // sandbox.extraEnv; PATH is always DefaultPATH
+
+	MemoryLimit int64   // bytes; 0 = engine default
+	CPUs        float64 // 0 = no limit
+	PidsLimit   int64   // 0 = default (see DefaultPidsLimit)
+	Network     string  // "bridge" (default) or "none" or a network name
+	Runtime     string  // OCI runtime, e.g. "runsc"; "" = engine default
+	CapAdd      []string
+	CapDrop     []string // when nil, the documented default drop list applies (DefaultCapDrop)
+	// SecurityOpt is passed to the engine; when nil, DefaultSecurityOpt
+	// (no-new-privileges) applies. CapAdd nil means DefaultCapAdd.
+	SecurityOpt []string
+}
+
+// ExecRequest is one command run with sh -c in the sandbox.
+type ExecRequest struct {
+	Command     string            // passed to sh -c as one argument, never re-quoted
+	Env         map[string]string // added to the container's env for this call (BEIGE_* etc.)
+	Dir         string            // working folder; default /workspace
+	Timeout     time.Duration     // 0 = none; on expiry the whole process group is killed
+	Stdin       []byte
+	OutputLimit int // bytes of combined stdout+stderr kept; 0 = DefaultOutputLimit
+}
+
+// DefaultOutputLimit is how much output an exec keeps when the request says nothing.
+const DefaultOutputLimit = 50 * 1024
+
+// ExecResult is what a command did. Output holds stdout and stderr interleaved
+// as written (2>&1), cut after the limit; OutputBytes is the true size.
+type ExecResult struct {
+	Output      []byte
+	OutputBytes int64
+	ExitCode    int
+	TimedOut    bool
+	Duration    time.Duration
+}
+
+// Truncated reports whether output was cut.
+func (r ExecResult) Truncated() bool { return int64(len(r.Output)) < r.OutputBytes }
+
+// Sandbox is the running container of one agent.
+type Sandbox interface {
+	ID() string // container ID
+	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
+	// ReadFile returns at most max bytes of the file and its true size.
+	ReadFile(ctx context.Context, path string, max int64) (data []byte, size int64, err error)
+	// WriteFile writes data to path, creating parent folders.
+	WriteFile(ctx context.Context, path string, data []byte) error
+}
+
+// Runtime creates and tracks sandboxes. Docker is the one implementation
+// today; gVisor (through Spec.Runtime), remote engines and Kubernetes fit
+// behind the same interface.
+type Runtime interface {
+	// Ensure returns the running sandbox for spec.Agent: it re-attaches to a
+	// running container with the same config hash, and (re)creates otherwise.
+	Ensure(ctx context.Context, spec Spec) (Sandbox, error)
+	// Prune removes the sandboxes of agents not in keep, returning their names.
+	Prune(ctx context.Context, keep []string) ([]string, error)
+	// Close drops connections to the sandboxes (helpers exit); the containers
+	// keep running so that the next gateway re-attaches to them.
+	Close() error
+}

@@ -1,0 +1,202 @@
+// Package tools implements the four core tools every agent has — read,
+// write, patch and exec — on top of a sandbox.Sandbox: strict decoding of
+// their parameters (Decode), their JSON schemas for the model (Definitions),
+// and their execution with a policy check and audit lines around each call
+// (Runner).
+package tools
+
+import (
+	"encoding/json"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/beige-dev/beige/internal/sandbox"
+)
+
+// Names of the core tools.
+const (
+	ToolRead  = "read"
+	ToolWrite = "write"
+	ToolPatch = "patch"
+	ToolExec  = "exec"
+)
+
+// Default exec timeouts: a command the model runs may take longer than one
+// run through the HTTP API.
+const (
+	HTTPExecTimeout  = 120 * time.Second
+	ModelExecTimeout = 900 * time.Second
+)
+
+// Bounds on parameters; past them a call is refused by Decode.
+const (
+	maxLine        = 100_000_000 // offset and limit
+	maxTimeoutSecs = 24 * 60 * 60
+	minTimeoutSecs = 0.001
+	maxPathBytes   = 4096
+)
+
+// Call is one decoded core tool call: *ReadCall, *WriteCall, *PatchCall or
+// *ExecCall. Build one with Decode, or directly (Runner.Run checks it again).
+type Call interface {
+	// Tool returns the tool's name ("read", …).
+	Tool() string
+	// check resolves relative paths and checks the bounds that Decode checks.
+	check() error
+	// auditArgs returns the call's parameters for the audit log, with bulk
+	// text replaced by its size.
+	auditArgs() json.RawMessage
+}
+
+// ReadCall reads a text file, or an image.
+type ReadCall struct {
+	Path   string // absolute, or relative to /workspace
+	Offset int    // first line to show, from 1; 0 means 1
+	Limit  int    // lines to show; 0 means the default (2000)
+}
+
+// WriteCall creates or replaces a file.
+type WriteCall struct {
+	Path    string
+	Content string
+}
+
+// PatchCall replaces the one occurrence of OldText in a file with NewText.
+type PatchCall struct {
+	Path    string
+	OldText string
+	NewText string
+}
+
+// ExecCall runs a command with sh -c in the sandbox.
+type ExecCall struct {
+	Command string
+	Timeout time.Duration // 0 means the invocation's default
+}
+
+func (*ReadCall) Tool() string  { return ToolRead }
+func (*WriteCall) Tool() string { return ToolWrite }
+func (*PatchCall) Tool() string { return ToolPatch }
+func (*ExecCall) Tool() string  { return ToolExec }
+
+func (c *ReadCall) check() error {
+	p, err := resolvePath(c.Path)
+	if err != nil {
+		return err
+	}
+	c.Path = p
+	// 0 means absent.
+	if c.Offset != 0 {
+		if err := checkLine("offset", float64(c.Offset)); err != nil {
+			return err
+		}
+	}
+	if c.Limit != 0 {
+		return checkLine("limit", float64(c.Limit))
+	}
+	return nil
+}
+
+func (c *WriteCall) check() error {
+	p, err := resolvePath(c.Path)
+	c.Path = p
+	return err
+}
+
+func (c *PatchCall) check() error {
+	p, err := resolvePath(c.Path)
+	if err != nil {
+		return err
+	}
+	c.Path = p
+	switch {
+	case c.OldText == "":
+		return paramErr("oldText", "must not be empty")
+	case c.OldText == c.NewText:
+		return paramErr("newText", "is the same as oldText; nothing would change")
+	}
+	return nil
+}
+
+func (c *ExecCall) check() error {
+	switch {
+	case strings.TrimSpace(c.Command) == "":
+		return paramErr("command", "must not be empty")
+	case strings.IndexByte(c.Command, 0) >= 0:
+		return paramErr("command", "must not contain a NUL byte")
+	case c.Timeout < 0:
+		return paramErr("timeout", "must be positive")
+	case c.Timeout > maxTimeoutSecs*time.Second:
+		return paramErr("timeout", "must be at most %d seconds", maxTimeoutSecs)
+	}
+	return nil
+}
+
+// checkLine checks an offset or limit.
+func checkLine(name string, n float64) error {
+	switch {
+	case n < 1 && name == "offset":
+		return paramErr(name, "must be at least 1 (lines are numbered from 1)")
+	case n < 1:
+		return paramErr(name, "must be at least 1")
+	case n > maxLine:
+		return paramErr(name, "must be at most %d", maxLine)
+	}
+	return nil
+}
+
+// resolvePath makes p absolute (relative paths are relative to /workspace)
+// and clean.
+func resolvePath(p string) (string, error) {
+	switch {
+	case p == "":
+		return "", paramErr("path", "must not be empty")
+	case len(p) > maxPathBytes:
+		return "", paramErr("path", "is longer than %d bytes", maxPathBytes)
+	case strings.IndexByte(p, 0) >= 0:
+		return "", paramErr("path", "must not contain a NUL byte")
+	}
+	if !path.IsAbs(p) {
+		p = path.Join(sandbox.WorkspacePath, p)
+	}
+	return path.Clean(p), nil
+}
+
+func (c *ReadCall) auditArgs() json.RawMessage {
+	return marshal(struct {
+		Path   string `json:"path"`
+		Offset int    `json:"offset,omitempty"`
+		Limit  int    `json:"limit,omitempty"`
+	}{c.Path, c.Offset, c.Limit})
+}
+
+func (c *WriteCall) auditArgs() json.RawMessage {
+	return marshal(struct {
+		Path         string `json:"path"`
+		ContentBytes int    `json:"contentBytes"`
+	}{c.Path, len(c.Content)})
+}
+
+func (c *PatchCall) auditArgs() json.RawMessage {
+	return marshal(struct {
+		Path         string `json:"path"`
+		OldTextBytes int    `json:"oldTextBytes"`
+		NewTextBytes int    `json:"newTextBytes"`
+	}{c.Path, len(c.OldText), len(c.NewText)})
+}
+
+func (c *ExecCall) auditArgs() json.RawMessage {
+	return marshal(struct {
+		Command string  `json:"command"`
+		Timeout float64 `json:"timeout,omitempty"` // seconds
+	}{c.Command, c.Timeout.Seconds()})
+}
+
+func marshal(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil { // strings and numbers only: cannot happen
+		panic(err)
+	}
+	return b
+}
