@@ -1,0 +1,225 @@
+// Package httpapi is the gateway's HTTP API (http-api.md): routing, the
+// DNS-rebinding guard, bearer-token auth, body limits and JSON errors. It
+// owns no state: every endpoint calls the Backend.
+package httpapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/beige-dev/beige/internal/proto"
+)
+
+// MaxBodyBytes caps request bodies.
+const MaxBodyBytes = 10 << 20
+
+// Backend is what the API serves. The gateway implements it; tests use a stub.
+type Backend interface {
+	Health(ctx context.Context) proto.Health
+	Agents(ctx context.Context) []proto.AgentInfo
+	Config(ctx context.Context) proto.ConfigView
+	// Exec runs a core tool. Bad input is a *proto.Error with status 400,
+	// an unknown agent one with 404.
+	Exec(ctx context.Context, agent string, req proto.ExecRequest) (proto.ToolResult, error)
+}
+
+// Options configures the server. Host is the configured gateway.host; it
+// is accepted in Host headers besides the loopback names.
+type Options struct {
+	Host      string
+	AuthToken string // when set, every request needs Authorization: Bearer <token>
+	Logger    *slog.Logger
+}
+
+// Server is the HTTP handler of the API.
+type Server struct {
+	backend Backend
+	opts    Options
+	log     *slog.Logger
+	mux     *http.ServeMux
+}
+
+// New returns the API handler.
+func New(b Backend, opts Options) *Server {
+	s := &Server{backend: b, opts: opts, log: opts.Logger, mux: http.NewServeMux()}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.mux.HandleFunc("GET /api/health", s.health)
+	s.mux.HandleFunc("GET /api/agents", s.agents)
+	s.mux.HandleFunc("GET /api/config", s.config)
+	s.mux.HandleFunc("POST /api/agents/{name}/exec", s.exec)
+	s.mux.HandleFunc("/", s.notFound)
+	return s
+}
+
+// Handle adds an endpoint (for the parts of the API that other packages serve).
+func (s *Server) Handle(pattern string, h http.HandlerFunc) { s.mux.HandleFunc(pattern, h) }
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	if !s.hostAllowed(r.Host) {
+		WriteError(w, http.StatusForbidden, fmt.Sprintf("host %q is not allowed (DNS-rebinding guard: use 127.0.0.1 or the configured gateway.host)", r.Host))
+		return
+	}
+	if s.opts.AuthToken != "" && !s.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="beige"`)
+		WriteError(w, http.StatusUnauthorized, "missing or wrong bearer token (send Authorization: Bearer <gateway.authToken>)")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	s.mux.ServeHTTP(w, r)
+	s.log.Debug("http", "method", r.Method, "path", r.URL.Path, "duration", time.Since(start))
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	h := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(tok), []byte(s.opts.AuthToken)) == 1
+}
+
+// hostAllowed is the DNS-rebinding guard: a page on evil.example that
+// resolves its name to 127.0.0.1 sends "Host: evil.example", which we refuse.
+// Loopback names and addresses are allowed, and the configured host; when
+// the gateway listens on every interface, any IP address literal is too
+// (rebinding needs a DNS name).
+func (s *Server) hostAllowed(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if strings.EqualFold(host, "localhost") || strings.EqualFold(host, s.opts.Host) {
+		return true
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return false
+	}
+	if ip.IsLoopback() {
+		return true
+	}
+	if c := net.ParseIP(s.opts.Host); c != nil && c.IsUnspecified() {
+		return true
+	}
+	return false
+}
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	WriteError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
+}
+
+// WriteJSON writes v as the JSON response body.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// WriteError writes {"error": msg}.
+func WriteError(w http.ResponseWriter, status int, msg string) {
+	WriteJSON(w, status, proto.ErrorBody{Error: msg})
+}
+
+// writeErr maps an error from the backend to a response: a *proto.Error
+// keeps its status; anything else is a 500.
+func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {
+	var pe *proto.Error
+	if errors.As(err, &pe) {
+		WriteError(w, pe.Status, pe.Msg)
+		return
+	}
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		return // the client went away
+	}
+	s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	WriteError(w, http.StatusInternalServerError, err.Error())
+}
+
+// DecodeBody decodes a JSON request body strictly into v: one object, no
+// unknown fields, within MaxBodyBytes. The error is client-visible.
+func DecodeBody(r *http.Request, v any) error {
+	if r.Body == nil {
+		return proto.Errorf(http.StatusBadRequest, "missing request body")
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return bodyError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return proto.Errorf(http.StatusBadRequest, "invalid JSON body: trailing data after the object")
+	}
+	return nil
+}
+
+func bodyError(err error) error {
+	var mbe *http.MaxBytesError
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &mbe):
+		return proto.Errorf(http.StatusRequestEntityTooLarge, "request body too large (limit %d MB)", mbe.Limit>>20)
+	case errors.Is(err, io.EOF):
+		return proto.Errorf(http.StatusBadRequest, "missing request body (want a JSON object)")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return proto.Errorf(http.StatusBadRequest, "invalid JSON body: unexpected end of input")
+	case errors.As(err, &se):
+		return proto.Errorf(http.StatusBadRequest, "invalid JSON body at byte %d: %v", se.Offset, se)
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			return proto.Errorf(http.StatusBadRequest, "invalid JSON body: want an object, got %s", te.Value)
+		}
+		return proto.Errorf(http.StatusBadRequest, "invalid JSON body: %s: want %s, got %s", field, te.Type, te.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return proto.Errorf(http.StatusBadRequest, "invalid JSON body: unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	}
+	return proto.Errorf(http.StatusBadRequest, "invalid JSON body: %v", err)
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	h := s.backend.Health(r.Context())
+	status := http.StatusOK
+	if h.Status != "ok" {
+		status = http.StatusServiceUnavailable
+	}
+	WriteJSON(w, status, h)
+}
+
+func (s *Server) agents(w http.ResponseWriter, r *http.Request) {
+	WriteJSON(w, http.StatusOK, proto.AgentList{Agents: s.backend.Agents(r.Context())})
+}
+
+func (s *Server) config(w http.ResponseWriter, r *http.Request) {
+	WriteJSON(w, http.StatusOK, s.backend.Config(r.Context()))
+}
+
+func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
+	var req proto.ExecRequest
+	if err := DecodeBody(r, &req); err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	if req.Tool == "" {
+		WriteError(w, http.StatusBadRequest, `missing "tool" (one of read, write, patch, exec)`)
+		return
+	}
+	res, err := s.backend.Exec(r.Context(), r.PathValue("name"), req)
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, res)
+}
