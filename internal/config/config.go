@@ -135,6 +135,8 @@ type Sandbox struct {
 	// CapAdd and CapDrop replace the default capability sets when given.
 	CapAdd  []string `json:"capAdd"`
 	CapDrop []string `json:"capDrop"`
+	// SecurityOpt replaces the default ["no-new-privileges:true"] when given.
+	SecurityOpt []string `json:"securityOpt"`
 }
 
 // Gateway configures the gateway process.

@@ -262,7 +262,7 @@ func TestFields(t *testing.T) {
         image: "img", memoryLimit: "2g", cpus: 1.5, pidsLimit: 256, network: "none", runtime: "runsc",
         extraMounts: ["./data:/data:ro", { source: "/srv/x", target: "/x" }],
         extraEnv: { TZ: "UTC", LANG: "C.UTF-8" },
-        capAdd: ["NET_BIND_SERVICE"], capDrop: ["ALL"],
+        capAdd: ["NET_BIND_SERVICE"], capDrop: ["ALL"], securityOpt: [],
       }`, 1)
 		s := f.mustParse(src).Agents["a1"].Sandbox
 		if s.Image != "img" || s.MemoryLimit != 2<<30 || s.CPUs != 1.5 || s.PidsLimit != 256 || s.Network != "none" || s.Runtime != "runsc" {
@@ -272,7 +272,7 @@ func TestFields(t *testing.T) {
 		if fmt.Sprint(s.ExtraMounts) != fmt.Sprint(want) {
 			t.Errorf("mounts = %+v, want %+v", s.ExtraMounts, want)
 		}
-		if s.ExtraEnv["TZ"] != "UTC" || s.CapAdd[0] != "NET_BIND_SERVICE" || s.CapDrop[0] != "ALL" {
+		if s.ExtraEnv["TZ"] != "UTC" || s.CapAdd[0] != "NET_BIND_SERVICE" || s.CapDrop[0] != "ALL" || s.SecurityOpt == nil || len(s.SecurityOpt) != 0 {
 			t.Errorf("%+v", s)
 		}
 	})

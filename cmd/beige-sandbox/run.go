@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/sandbox/helper"
+)
+
+const usage = `usage: beige-sandbox idle|serve|version
+  idle     wait for SIGTERM or SIGINT (the sandbox's main process)
+  serve    answer helper requests on stdin/stdout (started by the gateway)
+  version  print the helper protocol version
+`
+
+// run dispatches on the name the binary was called by, then on the first
+// argument, and returns the exit code.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && filepath.Base(args[0]) == "tool-client" {
+		return runToolClient(args[1:])
+	}
+	if len(args) < 2 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[1] {
+	case "idle":
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+		return idle(sig)
+	case "serve":
+		if err := helper.Serve(stdin, stdout, helper.Options{Log: stderr}); err != nil {
+			fmt.Fprintf(stderr, "beige-sandbox serve: %v\n", err)
+			return 1
+		}
+		return 0
+	case "version":
+		fmt.Fprintf(stdout, "beige-sandbox helper protocol %s\n", proto.HelperVersion)
+		return 0
+	default:
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+}
+
+// idle blocks until a signal (SIGTERM or SIGINT) arrives, then returns 0
+// at once. (It is not PID 1: docker-init is, and forwards the signals.)
+func idle(sig <-chan os.Signal) int {
+	<-sig
+	return 0
+}
+
+// runToolClient is the tool client run by the launchers in /tools/bin
+// (`exec /beige/tool-client <tool> "$@"`): it will send the tool request to
+// /beige/gateway.sock and print the answer. Not written yet.
+func runToolClient(args []string) int {
+	_ = args
+	fmt.Fprintln(os.Stderr, "tool client not implemented yet")
+	return 2
+}

@@ -1,0 +1,124 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/beige-dev/beige/internal/audit"
+	"github.com/beige-dev/beige/internal/config"
+	"github.com/beige-dev/beige/internal/httpapi"
+	"github.com/beige-dev/beige/internal/policy"
+	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/tools"
+)
+
+var _ httpapi.Backend = (*Gateway)(nil)
+
+func newRunner(a *audit.Logger, p *policy.Engine, log *slog.Logger) *tools.Runner {
+	return tools.NewRunner(a, p.Check, log.With("component", "tools"))
+}
+
+// Health implements httpapi.Backend.
+func (g *Gateway) Health(ctx context.Context) proto.Health {
+	h := proto.Health{Status: "ok"}
+	if !g.ready.Load() {
+		h.Status = "starting"
+	}
+	for name, a := range g.agents {
+		if p := a.problem(); p != "" {
+			if h.Agents == nil {
+				h.Agents = map[string]string{}
+			}
+			h.Agents[name] = p
+			if h.Status == "ok" {
+				h.Status = "degraded"
+			}
+		}
+	}
+	return h
+}
+
+func modelRef(m config.ModelRef) proto.ModelRef {
+	return proto.ModelRef{Provider: m.Provider, Model: m.Model, ThinkingLevel: m.ThinkingLevel}
+}
+
+func modelRefs(ms []config.ModelRef) []proto.ModelRef {
+	out := make([]proto.ModelRef, len(ms))
+	for i, m := range ms {
+		out[i] = modelRef(m)
+	}
+	return out
+}
+
+// Agents implements httpapi.Backend.
+func (g *Gateway) Agents(ctx context.Context) []proto.AgentInfo {
+	out := make([]proto.AgentInfo, 0, len(g.agents))
+	for _, name := range g.cfg.AgentOrder {
+		a := g.agents[name]
+		out = append(out, proto.AgentInfo{
+			Name:           name,
+			Model:          modelRef(a.cfg.Model),
+			FallbackModels: modelRefs(a.cfg.FallbackModels),
+			Tools:          a.cfg.Tools,
+			Skills:         a.cfg.Skills,
+			WorkspaceDir:   a.workspace(),
+		})
+	}
+	return out
+}
+
+// Config implements httpapi.Backend. It never includes a key or token.
+func (g *Gateway) Config(ctx context.Context) proto.ConfigView {
+	var v proto.ConfigView
+	v.Agents = map[string]proto.AgentConfigView{}
+	for name, a := range g.agents {
+		v.Agents[name] = proto.AgentConfigView{
+			Model:          modelRef(a.cfg.Model),
+			FallbackModels: modelRefs(a.cfg.FallbackModels),
+			Tools:          a.cfg.Tools,
+			Skills:         a.cfg.Skills,
+			WorkspaceDir:   a.workspace(),
+		}
+	}
+	v.LLM.Providers = map[string]proto.ProviderView{}
+	for name, p := range g.cfg.LLM.Providers {
+		pv := proto.ProviderView{Concurrency: p.Concurrency}
+		if p.BaseURL != "" {
+			pv.BaseURL = &p.BaseURL
+		}
+		if p.API != "" {
+			pv.API = &p.API
+		}
+		v.LLM.Providers[name] = pv
+	}
+	return v
+}
+
+// Exec implements httpapi.Backend: a core tool call through the HTTP API.
+func (g *Gateway) Exec(ctx context.Context, agent string, req proto.ExecRequest) (proto.ToolResult, error) {
+	a, ok := g.agents[agent]
+	if !ok {
+		return proto.ToolResult{}, proto.Errorf(http.StatusNotFound, "unknown agent %q", agent)
+	}
+	call, err := tools.Decode(req.Tool, req.Params)
+	if err != nil {
+		return proto.ToolResult{}, proto.Errorf(http.StatusBadRequest, "%v", err)
+	}
+	sb, err := a.ensure(ctx)
+	if err != nil {
+		return proto.ToolResult{}, err
+	}
+	key := req.SessionKey
+	if key == "" {
+		key = "tui:" + agent + ":default"
+	}
+	res, err := g.runner.Run(ctx, tools.Invocation{
+		Agent:       agent,
+		Sandbox:     sb,
+		Call:        call,
+		Session:     proto.ParseSessionKey(agent, key),
+		ExecTimeout: tools.HTTPExecTimeout,
+	})
+	return res, err
+}

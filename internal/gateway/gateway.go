@@ -1,0 +1,231 @@
+// Package gateway assembles the running gateway from a config: the audit
+// log, the sandbox runtime and each agent's sandbox, the tool runner and
+// the HTTP API; it starts them in order and stops them in reverse, draining
+// in-flight calls.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/beige-dev/beige/internal/audit"
+	"github.com/beige-dev/beige/internal/config"
+	"github.com/beige-dev/beige/internal/home"
+	"github.com/beige-dev/beige/internal/httpapi"
+	"github.com/beige-dev/beige/internal/policy"
+	"github.com/beige-dev/beige/internal/sandbox"
+	"github.com/beige-dev/beige/internal/tools"
+)
+
+// Options configures a gateway. Zero fields mean the defaults.
+type Options struct {
+	Home   home.Home
+	Config *config.Config // already loaded and validated
+	Logger *slog.Logger
+	// HelperBinary is the static in-sandbox binary; default FindHelperBinary.
+	HelperBinary string
+	// Runtime runs the sandboxes; default the Docker engine (DOCKER_HOST).
+	Runtime sandbox.Runtime
+	// Addr overrides gateway.host:port (tests use "127.0.0.1:0").
+	Addr string
+	// DrainTimeout bounds the wait for in-flight calls at shutdown (default 10 s).
+	DrainTimeout time.Duration
+}
+
+// Gateway is a running gateway.
+type Gateway struct {
+	opts    Options
+	cfg     *config.Config
+	log     *slog.Logger
+	home    home.Home
+	runtime sandbox.Runtime
+	audit   *audit.Logger
+	policy  *policy.Engine
+	runner  *tools.Runner
+	agents  map[string]*agentRuntime
+
+	ln      net.Listener
+	srv     *http.Server
+	ready   atomic.Bool
+	started time.Time
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start brings the gateway up: it listens first (so a busy port fails at
+// once), serves /api/health ("starting") while the sandboxes are prepared,
+// and returns when every agent's sandbox is ready or has failed (the
+// failures are in /api/health and the log; calls retry them).
+func Start(ctx context.Context, opts Options) (*Gateway, error) {
+	if opts.Config == nil {
+		return nil, errors.New("gateway: no config")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.DrainTimeout == 0 {
+		opts.DrainTimeout = 10 * time.Second
+	}
+	cfg := opts.Config
+	g := &Gateway{
+		opts:    opts,
+		cfg:     cfg,
+		log:     opts.Logger,
+		home:    opts.Home,
+		agents:  map[string]*agentRuntime{},
+		started: time.Now(),
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			g.Shutdown(context.Background())
+		}
+	}()
+
+	var err error
+	g.audit, err = audit.Open(g.home.AuditLog(), &audit.Options{MaxSizeBytes: cfg.Gateway.Log.MaxSizeBytes, MaxFiles: cfg.Gateway.Log.MaxFiles})
+	if err != nil {
+		return nil, fmt.Errorf("open audit log: %w", err)
+	}
+	tools := map[string][]string{}
+	for name, a := range cfg.Agents {
+		tools[name] = a.Tools
+	}
+	g.policy = policy.New(tools)
+	g.runner = newRunner(g.audit, g.policy, g.log)
+
+	if g.opts.Runtime == nil {
+		if g.opts.HelperBinary == "" {
+			g.opts.HelperBinary, err = FindHelperBinary(g.home)
+			if err != nil {
+				return nil, err
+			}
+		}
+		// BEIGE_SANDBOX_INSTANCE labels this gateway's sandboxes so that it
+		// prunes only its own (tests, or several gateways on one engine).
+		d, err := sandbox.NewDocker(sandbox.DockerOptions{Logger: g.log.With("component", "sandbox"), Instance: os.Getenv("BEIGE_SANDBOX_INSTANCE")})
+		if err != nil {
+			return nil, fmt.Errorf("connect to the Docker engine: %w", err)
+		}
+		g.opts.Runtime = d
+	}
+	g.runtime = g.opts.Runtime
+
+	addr := g.opts.Addr
+	if addr == "" {
+		addr = net.JoinHostPort(cfg.Gateway.Host, strconv.Itoa(cfg.Gateway.Port))
+	}
+	g.ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("listen on %s: the address is in use (is another gateway running? try: beige gateway status)", addr)
+		}
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	api := httpapi.New(g, httpapi.Options{Host: cfg.Gateway.Host, AuthToken: cfg.Gateway.AuthToken.Reveal(), Logger: g.log.With("component", "http")})
+	g.srv = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
+	go func() {
+		if err := g.srv.Serve(g.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			g.log.Error("http server stopped", "err", err)
+		}
+	}()
+	g.log.Info("listening", "url", "http://"+g.ln.Addr().String())
+
+	for _, name := range cfg.AgentOrder {
+		g.agents[name] = newAgentRuntime(g, name, cfg.Agents[name])
+	}
+	if err := g.prepareSandboxes(ctx); err != nil {
+		return nil, err
+	}
+	g.ready.Store(true)
+	g.log.Info("gateway ready", "agents", len(g.agents), "startup", time.Since(g.started).Round(time.Millisecond))
+	ok = true
+	return g, nil
+}
+
+// prepareSandboxes ensures every agent's sandbox in parallel, then removes
+// the sandboxes of agents that are no longer configured.
+func (g *Gateway) prepareSandboxes(ctx context.Context) error {
+	var eg errgroup.Group
+	for _, a := range g.agents {
+		eg.Go(func() error {
+			if _, err := a.ensure(ctx); err != nil {
+				g.log.Error("sandbox not ready", "agent", a.name, "err", err)
+			}
+			return nil
+		})
+	}
+	eg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	keep := make([]string, 0, len(g.agents))
+	for name := range g.agents {
+		keep = append(keep, name)
+	}
+	removed, err := g.runtime.Prune(ctx, keep)
+	if err != nil {
+		g.log.Warn("could not remove the sandboxes of agents no longer configured", "err", err)
+	}
+	for _, name := range removed {
+		g.log.Info("removed sandbox of an agent no longer configured", "agent", name)
+	}
+	return nil
+}
+
+// Addr is the address the API listens on.
+func (g *Gateway) Addr() string { return g.ln.Addr().String() }
+
+// URL is the API's base URL.
+func (g *Gateway) URL() string { return "http://" + g.Addr() }
+
+// Shutdown stops the API, waiting up to the drain timeout for in-flight
+// calls (then cancelling them), and drops the connections to the sandboxes.
+// The containers keep running: the next gateway re-attaches to them.
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	g.stopOnce.Do(func() {
+		g.ready.Store(false)
+		var errs []error
+		if g.srv != nil {
+			dctx, cancel := context.WithTimeout(ctx, g.opts.DrainTimeout)
+			if err := g.srv.Shutdown(dctx); err != nil {
+				g.log.Warn("in-flight requests did not finish in time; cancelling them", "timeout", g.opts.DrainTimeout)
+				g.srv.Close()
+			}
+			cancel()
+		}
+		if g.runtime != nil {
+			errs = append(errs, g.runtime.Close())
+		}
+		if g.audit != nil {
+			errs = append(errs, g.audit.Close())
+		}
+		g.stopErr = errors.Join(errs...)
+		g.log.Info("gateway stopped")
+	})
+	return g.stopErr
+}
+
+// Run starts the gateway and serves until ctx is done, then shuts down.
+func Run(ctx context.Context, opts Options) error {
+	g, err := Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	g.log.Info("stopping")
+	return g.Shutdown(context.Background())
+}

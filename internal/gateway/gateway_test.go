@@ -1,0 +1,279 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/beige-dev/beige/internal/audit"
+	"github.com/beige-dev/beige/internal/config"
+	"github.com/beige-dev/beige/internal/home"
+	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/sandbox"
+	"github.com/beige-dev/beige/internal/sandbox/sandboxtest"
+)
+
+// testGateway is a gateway started in-process on a free port with real
+// sandboxes of the test image.
+type testGateway struct {
+	*Gateway
+	home   home.Home
+	agents []string
+}
+
+// startGateway starts a gateway with one agent per name (each given a
+// random suffix, so that test processes do not collide).
+func startGateway(t *testing.T, names ...string) *testGateway {
+	t.Helper()
+	sandboxtest.RequireDocker(t)
+	image := sandboxtest.Image(t)
+	h := home.Home{Dir: t.TempDir()}
+	if _, err := h.Setup(); err != nil {
+		t.Fatal(err)
+	}
+	var agents []string
+	var b strings.Builder
+	b.WriteString("{ llm: { providers: { anthropic: { apiKey: 'k' } } }, agents: {\n")
+	for _, n := range names {
+		a := n + "-" + sandboxtest.Suffix()
+		agents = append(agents, a)
+		fmt.Fprintf(&b, "  %q: { model: { provider: 'anthropic', model: 'm' }, sandbox: { image: %q } },\n", a, image)
+		t.Cleanup(func() { sandboxtest.RemoveContainer(t, a) })
+	}
+	b.WriteString("} }")
+	path := filepath.Join(h.Dir, "config.json5")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := Start(context.Background(), Options{
+		Home:         h,
+		Config:       cfg,
+		HelperBinary: sandboxtest.HelperBinary(t),
+		Runtime:      sandboxtest.NewRuntime(t, sandbox.DockerOptions{}),
+		Addr:         "127.0.0.1:0",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Shutdown(context.Background()) })
+	return &testGateway{Gateway: g, home: h, agents: agents}
+}
+
+// post sends body to path and decodes the JSON answer.
+func (g *testGateway) post(t *testing.T, path, body string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Post(g.URL()+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	data, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatalf("%s: not JSON: %s", path, data)
+	}
+	return resp.StatusCode, out
+}
+
+// tool runs a core tool through POST /api/agents/:name/exec.
+func (g *testGateway) tool(t *testing.T, agent, tool string, params any) (text string, isError bool) {
+	t.Helper()
+	p, _ := json.Marshal(params)
+	code, out := g.post(t, "/api/agents/"+agent+"/exec", fmt.Sprintf(`{"tool":%q,"params":%s}`, tool, p))
+	if code != 200 {
+		t.Fatalf("%s %s: %d %v", tool, p, code, out)
+	}
+	var res proto.ToolResult
+	raw, _ := json.Marshal(out)
+	json.Unmarshal(raw, &res)
+	return res.Text(), res.IsError
+}
+
+func TestSpecExamples(t *testing.T) {
+	g := startGateway(t, "assistant")
+	a := g.agents[0]
+
+	// The three curl examples of http-api.md, verbatim but for the agent name.
+	text, isErr := g.tool(t, a, "write", map[string]any{"path": "/workspace/output.txt", "content": "Hello, world!"})
+	if isErr || !strings.Contains(text, "13 bytes") {
+		t.Errorf("write: %q", text)
+	}
+	if data, err := os.ReadFile(filepath.Join(g.home.Workspace(a), "output.txt")); err != nil || string(data) != "Hello, world!" {
+		t.Errorf("file on host: %q %v", data, err)
+	}
+	if text, isErr := g.tool(t, a, "read", map[string]any{"path": "/workspace/output.txt"}); isErr || text != "Hello, world!" {
+		t.Errorf("read: %q", text)
+	}
+	if text, isErr := g.tool(t, a, "exec", map[string]any{"command": "ls -la /workspace"}); isErr || !strings.HasPrefix(text, "Exit code: 0") || !strings.Contains(text, "output.txt") {
+		t.Errorf("exec: %q", text)
+	}
+
+	// patch: unique works, non-unique fails saying how many.
+	g.tool(t, a, "write", map[string]any{"path": "notes.txt", "content": "a b a"})
+	if text, isErr := g.tool(t, a, "patch", map[string]any{"path": "notes.txt", "oldText": "a", "newText": "c"}); !isErr || !strings.Contains(text, "2 times") {
+		t.Errorf("non-unique patch: %v %q", isErr, text)
+	}
+	if _, isErr := g.tool(t, a, "patch", map[string]any{"path": "notes.txt", "oldText": "b", "newText": "B"}); isErr {
+		t.Error("unique patch failed")
+	}
+	if data, _ := os.ReadFile(filepath.Join(g.home.Workspace(a), "notes.txt")); string(data) != "a B a" {
+		t.Errorf("after patch: %q", data)
+	}
+
+	// The session key reaches the command as BEIGE_* variables; the default is tui:<agent>:default.
+	text, _ = g.tool(t, a, "exec", map[string]any{"command": "echo $BEIGE_AGENT_NAME $BEIGE_CHANNEL $BEIGE_SESSION_KEY"})
+	if !strings.Contains(text, a+" tui tui:"+a+":default") {
+		t.Errorf("session env: %q", text)
+	}
+
+	// GET endpoints.
+	for _, path := range []string{"/api/health", "/api/agents", "/api/config"} {
+		resp, err := http.Get(g.URL() + path)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: %v %v", path, resp, err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !json.Valid(data) || bytes.Contains(data, []byte(`"k"`)) {
+			t.Errorf("%s: %s", path, data)
+		}
+	}
+}
+
+func TestNoHostSecretsInSandbox(t *testing.T) {
+	t.Setenv("ANTHROPIC_API_KEY", "canary-123")
+	g := startGateway(t, "secrets")
+	a := g.agents[0]
+	for _, cmd := range []string{"env", "cat /proc/1/environ", "cat /proc/self/environ"} {
+		text, _ := g.tool(t, a, "exec", map[string]any{"command": cmd})
+		if strings.Contains(text, "canary") {
+			t.Errorf("%s shows the host's secret: %q", cmd, text)
+		}
+	}
+}
+
+func TestExecTimeoutKillsTheCommand(t *testing.T) {
+	g := startGateway(t, "timeout")
+	a := g.agents[0]
+	start := time.Now()
+	text, isErr := g.tool(t, a, "exec", map[string]any{"command": "sleep 100", "timeout": 1})
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("took %v", d)
+	}
+	if !isErr || !strings.Contains(text, "timed out") {
+		t.Errorf("%v %q", isErr, text)
+	}
+	text, _ = g.tool(t, a, "exec", map[string]any{"command": "ps"})
+	if strings.Contains(text, "sleep 100") {
+		t.Errorf("leftover process:\n%s", text)
+	}
+}
+
+func TestHugeOutputIsCutButAuditedWhole(t *testing.T) {
+	g := startGateway(t, "output")
+	a := g.agents[0]
+	text, _ := g.tool(t, a, "exec", map[string]any{"command": "head -c 1048576 /dev/zero | tr '\\0' x"})
+	if len(text) > 60<<10 || !strings.Contains(text, "truncated") {
+		t.Errorf("output of %d bytes, marker missing or not cut", len(text))
+	}
+	recs, err := audit.ReadFile(g.home.AuditLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := recs[len(recs)-1]
+	if last.Phase != audit.PhaseFinished || last.OutputBytes == nil || *last.OutputBytes != 1<<20 {
+		t.Errorf("audit: %+v", last)
+	}
+}
+
+func TestConcurrentExecAcrossAgents(t *testing.T) {
+	g := startGateway(t, "c1", "c2", "c3", "c4")
+	before, _ := audit.ReadFile(g.home.AuditLog())
+	var wg sync.WaitGroup
+	errs := make(chan string, 200)
+	for i := range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := g.agents[i%4]
+			body := fmt.Sprintf(`{"tool":"exec","params":{"command":"echo call-%d"}}`, i)
+			resp, err := http.Post(g.URL()+"/api/agents/"+a+"/exec", "application/json", strings.NewReader(body))
+			if err != nil {
+				errs <- err.Error()
+				return
+			}
+			defer resp.Body.Close()
+			var res proto.ToolResult
+			json.NewDecoder(resp.Body).Decode(&res)
+			if resp.StatusCode != 200 || res.IsError || !strings.Contains(res.Text(), fmt.Sprintf("call-%d\n", i)) {
+				errs <- fmt.Sprintf("call %d: %d %+v", i, resp.StatusCode, res)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	after, err := audit.ReadFile(g.home.AuditLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(after) - len(before); n != 400 {
+		t.Errorf("%d new audit lines, want 400", n)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	g := startGateway(t, "bad")
+	a := g.agents[0]
+	cases := []struct {
+		path, body string
+		code       int
+	}{
+		{"/api/agents/" + a + "/exec", `{"tool":`, 400},
+		{"/api/agents/" + a + "/exec", `{"tool":"nope","params":{}}`, 400},
+		{"/api/agents/" + a + "/exec", `{"tool":"read","params":{}}`, 400},
+		{"/api/agents/" + a + "/exec", `{"tool":"exec","params":{"command":5}}`, 400},
+		{"/api/agents/nobody/exec", `{"tool":"exec","params":{"command":"true"}}`, 404},
+	}
+	for _, tc := range cases {
+		code, out := g.post(t, tc.path, tc.body)
+		if code != tc.code || out["error"] == nil {
+			t.Errorf("%s %s: %d %v", tc.path, tc.body, code, out)
+		}
+	}
+	resp, err := http.Post(g.URL()+"/api/agents/"+a+"/exec", "application/json", io.MultiReader(strings.NewReader(`{"tool":"write","params":{"path":"x","content":"`), io.LimitReader(neverEnding('a'), 11<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 413 {
+		t.Errorf("oversize body: %d", resp.StatusCode)
+	}
+	if h := g.Health(context.Background()); h.Status != "ok" {
+		t.Errorf("health after bad input: %+v", h)
+	}
+}
+
+type neverEnding byte
+
+func (b neverEnding) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(b)
+	}
+	return len(p), nil
+}

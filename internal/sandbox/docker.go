@@ -1,0 +1,378 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+)
+
+// More errors of the Docker runtime.
+var (
+	ErrNoImage = errors.New("sandbox: image not found")
+	ErrClosed  = errors.New("sandbox: runtime closed")
+)
+
+// dockerAPI is the part of the Docker SDK the runtime uses; tests fake it.
+type dockerAPI interface {
+	Ping(ctx context.Context, options client.PingOptions) (client.PingResult, error)
+	ImageInspect(ctx context.Context, image string, opts ...client.ImageInspectOption) (client.ImageInspectResult, error)
+	ImageBuild(ctx context.Context, buildContext io.Reader, options client.ImageBuildOptions) (client.ImageBuildResult, error)
+	ContainerList(ctx context.Context, options client.ContainerListOptions) (client.ContainerListResult, error)
+	ContainerInspect(ctx context.Context, id string, options client.ContainerInspectOptions) (client.ContainerInspectResult, error)
+	ContainerCreate(ctx context.Context, options client.ContainerCreateOptions) (client.ContainerCreateResult, error)
+	ContainerStart(ctx context.Context, id string, options client.ContainerStartOptions) (client.ContainerStartResult, error)
+	ContainerRemove(ctx context.Context, id string, options client.ContainerRemoveOptions) (client.ContainerRemoveResult, error)
+	ExecCreate(ctx context.Context, id string, options client.ExecCreateOptions) (client.ExecCreateResult, error)
+	ExecAttach(ctx context.Context, execID string, options client.ExecAttachOptions) (client.ExecAttachResult, error)
+	ExecInspect(ctx context.Context, execID string, options client.ExecInspectOptions) (client.ExecInspectResult, error)
+	Close() error
+}
+
+var _ dockerAPI = (*client.Client)(nil)
+
+// DockerOptions configures NewDocker. The zero value is the default.
+type DockerOptions struct {
+	// Logger receives the runtime's logs; nil discards them.
+	Logger *slog.Logger
+	// DisableHelper makes every call a per-call docker exec (≈60 ms) instead
+	// of a request to the long-lived in-sandbox helper (≈1 ms).
+	DisableHelper bool
+	// Instance, when set, is stored in the LabelInstance label and limits
+	// Prune to the containers of the same instance (tests use it so that
+	// concurrent test processes do not prune each other).
+	Instance string
+}
+
+// Docker is the Runtime backed by a Docker engine (DOCKER_HOST is honoured
+// and the API version is negotiated).
+type Docker struct {
+	api      dockerAPI
+	log      *slog.Logger
+	noHelper bool
+	instance string
+
+	closed atomic.Bool
+
+	mu    sync.Mutex
+	boxes map[string]*dockerSandbox // by agent
+	locks map[string]*agentLock     // serialises Ensure/Prune per agent
+	sums  map[string]fileSumEntry   // helper binary sums by path
+}
+
+type agentLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+type fileSumEntry struct {
+	size  int64
+	mtime time.Time
+	sum   string
+}
+
+var _ Runtime = (*Docker)(nil)
+
+// NewDocker connects to the engine named by the environment (DOCKER_HOST,
+// DOCKER_TLS_VERIFY, DOCKER_CERT_PATH). It does not contact the engine yet;
+// call Ping to check that one answers.
+func NewDocker(opts DockerOptions) (*Docker, error) {
+	c, err := client.New(client.FromEnv)
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	return newDocker(c, opts), nil
+}
+
+func newDocker(api dockerAPI, opts DockerOptions) *Docker {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Docker{
+		api: api, log: log, noHelper: opts.DisableHelper, instance: opts.Instance,
+		boxes: make(map[string]*dockerSandbox),
+		locks: make(map[string]*agentLock),
+		sums:  make(map[string]fileSumEntry),
+	}
+}
+
+// Ping checks that the engine answers.
+func (d *Docker) Ping(ctx context.Context) error {
+	if _, err := d.api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		return fmt.Errorf("docker engine: %w", err)
+	}
+	return nil
+}
+
+// Ensure implements Runtime. A running container with the same config hash
+// is re-attached, a stopped one started, and any other container named
+// beige-<agent> that beige manages is removed and recreated.
+func (d *Docker) Ensure(ctx context.Context, spec Spec) (Sandbox, error) {
+	if err := spec.validate(); err != nil {
+		return nil, fmt.Errorf("start sandbox %q: %w", spec.Agent, err)
+	}
+	unlock := d.lock(spec.Agent)
+	defer unlock()
+	if d.closed.Load() {
+		return nil, fmt.Errorf("start sandbox %q: %w", spec.Agent, ErrClosed)
+	}
+	sb, err := d.ensure(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("start sandbox %q: %w", spec.Agent, err)
+	}
+	return sb, nil
+}
+
+func (d *Docker) ensure(ctx context.Context, spec Spec) (*dockerSandbox, error) {
+	img, err := d.api.ImageInspect(ctx, spec.Image)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return nil, fmt.Errorf("%w: %q is not in the Docker engine; build it with `beige sandbox build`", ErrNoImage, spec.Image)
+		}
+		return nil, fmt.Errorf("inspect image %q: %w", spec.Image, err)
+	}
+	var helperSum string
+	if spec.HelperBinary != "" {
+		if helperSum, err = d.helperSum(spec.HelperBinary); err != nil {
+			return nil, fmt.Errorf("helper binary: %w", err)
+		}
+	}
+	hash := ConfigHash(spec, helperSum, img.ID, d.instance)
+	name := ContainerName(spec.Agent)
+	log := d.log.With("agent", spec.Agent, "container", name)
+
+	res, err := d.api.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+	switch {
+	case cerrdefs.IsNotFound(err):
+		return d.create(ctx, spec, hash, log)
+	case err != nil:
+		return nil, fmt.Errorf("inspect container %s: %w", name, err)
+	}
+	c := res.Container
+	var labels map[string]string
+	if c.Config != nil {
+		labels = c.Config.Labels
+	}
+	if labels[LabelManaged] != "true" {
+		return nil, fmt.Errorf("container %s exists and is not managed by beige; remove or rename it", name)
+	}
+	if labels[LabelConfigHash] == hash && c.State != nil {
+		switch c.State.Status {
+		case container.StateRunning:
+			log.Debug("sandbox re-attached", "id", shortID(c.ID))
+			return d.track(ctx, spec, c.ID), nil
+		case container.StateCreated, container.StateExited:
+			if err := prepareHost(spec); err != nil { // a host folder may have gone meanwhile
+				return nil, err
+			}
+			if _, err := d.api.ContainerStart(ctx, c.ID, client.ContainerStartOptions{}); err != nil {
+				return nil, fmt.Errorf("start container %s: %w", name, err)
+			}
+			log.Info("sandbox started", "id", shortID(c.ID))
+			return d.track(ctx, spec, c.ID), nil
+		}
+	}
+	log.Info("sandbox config changed; recreating", "id", shortID(c.ID),
+		"state", stateOf(c), "old_hash", short(labels[LabelConfigHash]), "new_hash", short(hash))
+	d.untrack(spec.Agent, "")
+	if _, err := d.api.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		return nil, fmt.Errorf("remove old container %s: %w", name, err)
+	}
+	return d.create(ctx, spec, hash, log)
+}
+
+func (d *Docker) create(ctx context.Context, spec Spec, hash string, log *slog.Logger) (*dockerSandbox, error) {
+	if err := prepareHost(spec); err != nil {
+		return nil, err
+	}
+	labels := map[string]string{
+		LabelManaged:    "true",
+		LabelAgent:      spec.Agent,
+		LabelConfigHash: hash,
+	}
+	if d.instance != "" {
+		labels[LabelInstance] = d.instance
+	}
+	cfg, host := containerConfig(spec, labels)
+	name := ContainerName(spec.Agent)
+	created, err := d.api.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: host})
+	if err != nil {
+		return nil, fmt.Errorf("create container %s: %w", name, err)
+	}
+	for _, w := range created.Warnings {
+		log.Warn("docker create warning", "warning", w)
+	}
+	if _, err := d.api.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		// Do not leave a container that cannot start behind: the next Ensure
+		// would find it "stopped with the right hash" and fail the same way.
+		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if _, rmErr := d.api.ContainerRemove(rmCtx, created.ID, client.ContainerRemoveOptions{Force: true}); rmErr != nil {
+			log.Warn("remove container that failed to start", "err", rmErr)
+		}
+		return nil, fmt.Errorf("start container %s: %w", name, err)
+	}
+	log.Info("sandbox created", "id", shortID(created.ID), "image", spec.Image, "hash", short(hash))
+	return d.track(ctx, spec, created.ID), nil
+}
+
+// track returns the sandbox handle of a running container, keeping the one
+// (and its helper) we already have when the container is the same.
+func (d *Docker) track(ctx context.Context, spec Spec, id string) *dockerSandbox {
+	d.mu.Lock()
+	old := d.boxes[spec.Agent]
+	if old != nil && old.id == id {
+		d.mu.Unlock()
+		old.retryHelperNow() // the container may just have been started again
+		return old
+	}
+	sb := newDockerSandbox(d, spec, id)
+	d.boxes[spec.Agent] = sb
+	d.mu.Unlock()
+	if old != nil {
+		old.close()
+	}
+	sb.helper(ctx) // start the helper now; on failure calls use docker exec
+	return sb
+}
+
+// untrack forgets the sandbox of agent (only if its container is id, when
+// id is set) and closes its helper.
+func (d *Docker) untrack(agent, id string) {
+	d.mu.Lock()
+	sb := d.boxes[agent]
+	if sb != nil && (id == "" || sb.id == id) {
+		delete(d.boxes, agent)
+	} else {
+		sb = nil
+	}
+	d.mu.Unlock()
+	if sb != nil {
+		sb.close()
+	}
+}
+
+// Prune implements Runtime: it removes the containers beige manages (of this
+// Instance) whose agent is not in keep. It goes on after an error and
+// returns the agents removed, sorted, with the errors joined.
+func (d *Docker) Prune(ctx context.Context, keep []string) ([]string, error) {
+	list, err := d.api.ContainerList(ctx, client.ContainerListOptions{
+		All:     true,
+		Filters: make(client.Filters).Add("label", LabelManaged+"=true"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("prune sandboxes: list containers: %w", err)
+	}
+	var removed []string
+	var errs []error
+	for _, c := range list.Items {
+		agent := c.Labels[LabelAgent]
+		if c.Labels[LabelInstance] != d.instance || agent == "" || slices.Contains(keep, agent) {
+			continue
+		}
+		unlock := d.lock(agent)
+		d.untrack(agent, c.ID)
+		_, err := d.api.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
+		unlock()
+		if err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("prune sandbox %q: %w", agent, err))
+			continue
+		}
+		d.log.Info("sandbox pruned", "agent", agent, "id", shortID(c.ID))
+		removed = append(removed, agent)
+	}
+	slices.Sort(removed)
+	return removed, errors.Join(errs...)
+}
+
+// Close implements Runtime: it ends the helpers' streams (the helpers exit)
+// and closes the engine connection. Containers keep running. Ensure and the
+// calls of its sandboxes fail with ErrClosed afterwards.
+func (d *Docker) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	d.mu.Lock()
+	boxes := make([]*dockerSandbox, 0, len(d.boxes))
+	for _, sb := range d.boxes {
+		boxes = append(boxes, sb)
+	}
+	clear(d.boxes)
+	d.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, sb := range boxes {
+		wg.Go(sb.close)
+	}
+	wg.Wait()
+	return d.api.Close()
+}
+
+// lock takes the per-agent lock and returns its release.
+func (d *Docker) lock(agent string) (unlock func()) {
+	d.mu.Lock()
+	l := d.locks[agent]
+	if l == nil {
+		l = &agentLock{}
+		d.locks[agent] = l
+	}
+	l.refs++
+	d.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		d.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(d.locks, agent)
+		}
+		d.mu.Unlock()
+	}
+}
+
+// helperSum returns the sha256 of the helper binary, cached by size and mtime.
+func (d *Docker) helperSum(p string) (string, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return "", err
+	}
+	d.mu.Lock()
+	e, ok := d.sums[p]
+	d.mu.Unlock()
+	if ok && e.size == st.Size() && e.mtime.Equal(st.ModTime()) {
+		return e.sum, nil
+	}
+	sum, err := fileSum(p)
+	if err != nil {
+		return "", err
+	}
+	d.mu.Lock()
+	d.sums[p] = fileSumEntry{size: st.Size(), mtime: st.ModTime(), sum: sum}
+	d.mu.Unlock()
+	return sum, nil
+}
+
+func stateOf(c container.InspectResponse) string {
+	if c.State == nil {
+		return ""
+	}
+	return string(c.State.Status)
+}
+
+func shortID(id string) string { return short(id) }
+
+func short(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}

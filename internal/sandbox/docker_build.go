@@ -1,0 +1,147 @@
+package sandbox
+
+import (
+	"archive/tar"
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/moby/moby/client"
+)
+
+// BuildImage builds the Dockerfile in contextDir into an image tagged tag,
+// through the engine API (the classic builder; no docker CLI). The whole
+// folder is sent as the build context (.dockerignore is not applied).
+// Readable progress lines are written to progress, which may be nil.
+// Used by `beige sandbox build`.
+func (d *Docker) BuildImage(ctx context.Context, contextDir, tag string, progress io.Writer) error {
+	if progress == nil {
+		progress = io.Discard
+	}
+	if _, err := os.Stat(filepath.Join(contextDir, "Dockerfile")); err != nil {
+		return fmt.Errorf("build image %q: %w", tag, err)
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(tarDir(pw, contextDir)) }()
+	defer pr.Close()
+
+	res, err := d.api.ImageBuild(ctx, pr, client.ImageBuildOptions{
+		Tags:        []string{tag},
+		Dockerfile:  "Dockerfile",
+		Remove:      true,
+		ForceRemove: true,
+	})
+	if err != nil {
+		return fmt.Errorf("build image %q: %w", tag, err)
+	}
+	defer res.Body.Close()
+	if err := decodeBuildStream(res.Body, progress); err != nil {
+		return fmt.Errorf("build image %q: %w", tag, err)
+	}
+	d.log.Info("sandbox image built", "tag", tag)
+	return nil
+}
+
+// buildMessage is one line of the engine's JSON progress stream.
+type buildMessage struct {
+	Stream      string `json:"stream"`
+	Status      string `json:"status"`
+	Progress    string `json:"progress"`
+	ID          string `json:"id"`
+	Error       string `json:"error"`
+	ErrorDetail *struct {
+		Message string `json:"message"`
+	} `json:"errorDetail"`
+}
+
+// decodeBuildStream copies the readable parts of a build stream to w and
+// returns the error the stream reports, if any.
+func decodeBuildStream(r io.Reader, w io.Writer) error {
+	dec := json.NewDecoder(bufio.NewReader(r))
+	for {
+		var m buildMessage
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("read build output: %w", err)
+		}
+		switch {
+		case m.Error != "" || m.ErrorDetail != nil && m.ErrorDetail.Message != "":
+			msg := m.Error
+			if msg == "" {
+				msg = m.ErrorDetail.Message
+			}
+			return errors.New(strings.TrimSpace(msg))
+		case m.Stream != "":
+			io.WriteString(w, m.Stream)
+		case m.Status != "" && m.Progress == "": // skip the byte-count ticks
+			if m.ID != "" {
+				fmt.Fprintf(w, "%s: %s\n", m.ID, m.Status)
+			} else {
+				fmt.Fprintln(w, m.Status)
+			}
+		}
+	}
+}
+
+// tarDir writes the files under dir to w as a tar stream.
+func tarDir(w io.Writer, dir string) error {
+	tw := tar.NewWriter(w)
+	err := filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		info, err := de.Info()
+		if err != nil {
+			return err
+		}
+		var link string
+		switch {
+		case info.Mode()&fs.ModeSymlink != 0:
+			if link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		case info.Mode().IsDir(), info.Mode().IsRegular():
+		default:
+			return nil // sockets, devices, pipes: not context material
+		}
+		hdr, err := tar.FileInfoHeader(info, link)
+		if err != nil {
+			return err
+		}
+		hdr.Name = filepath.ToSlash(rel)
+		if info.IsDir() {
+			hdr.Name += "/"
+		}
+		hdr.Uname, hdr.Gname = "", ""
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if !info.Mode().IsRegular() {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(tw, f)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}

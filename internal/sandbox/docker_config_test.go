@@ -1,0 +1,291 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/moby/moby/api/types/mount"
+)
+
+func TestParseMemory(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"", 0, true},
+		{"0", 0, true},
+		{"1048576", 1 << 20, true},
+		{"512b", 512, true},
+		{"1k", 1 << 10, true},
+		{"1K", 1 << 10, true},
+		{"64m", 64 << 20, true},
+		{"64mb", 64 << 20, true},
+		{"64MiB", 64 << 20, true},
+		{"2g", 2 << 30, true},
+		{"3G", 3 << 30, true},
+		{"1.5g", 3 << 29, true},
+		{"1t", 1 << 40, true},
+		{" 2g ", 2 << 30, true},
+		{"-1", 0, false},
+		{"-1g", 0, false},
+		{"g", 0, false},
+		{"2x", 0, false},
+		{"0x10", 0, false},
+		{"1e3", 0, false},
+		{"abc", 0, false},
+		{"+5", 0, false},
+		{"99999999999999999999", 0, false},
+		{"9999999999t", 0, false},
+		{"NaN", 0, false},
+	}
+	for _, tt := range tests {
+		got, err := ParseMemory(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("ParseMemory(%q) = %d, %v; want %d, ok=%v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
+}
+
+func baseSpec() Spec {
+	return Spec{
+		Agent:        "travel",
+		Image:        "beige-sandbox:latest",
+		Workspace:    "/h/ws",
+		Launchers:    "/h/launchers",
+		PackagesDir:  "/h/packages",
+		Packages:     map[string]string{"git": "/h/plugins/git", "browser": "/h/plugins/browser"},
+		Skills:       map[string]string{"notes": "/h/skills/notes"},
+		SocketDir:    "/h/sock",
+		HelperBinary: "/h/bin/beige-sandbox",
+		Env:          map[string]string{"TZ": "UTC", "LANG": "C.UTF-8"},
+		MemoryLimit:  3 << 30,
+	}
+}
+
+func TestConfigHash(t *testing.T) {
+	base := ConfigHash(baseSpec(), "helper1", "sha256:img1", "")
+	if len(base) != 64 {
+		t.Fatalf("hash %q is not hex sha256", base)
+	}
+	same := []struct {
+		name string
+		mod  func(*Spec)
+	}{
+		{"identical", func(*Spec) {}},
+		{"maps rebuilt in another order", func(s *Spec) {
+			s.Packages = map[string]string{"browser": "/h/plugins/browser", "git": "/h/plugins/git"}
+		}},
+		{"explicit default pids", func(s *Spec) { s.PidsLimit = DefaultPidsLimit }},
+		{"explicit default network", func(s *Spec) { s.Network = DefaultNetwork }},
+	}
+	for _, tt := range same {
+		s := baseSpec()
+		tt.mod(&s)
+		if got := ConfigHash(s, "helper1", "sha256:img1", ""); got != base {
+			t.Errorf("%s: hash changed", tt.name)
+		}
+	}
+	empty := Spec{Agent: "a", Image: "i"}
+	emptyMaps := Spec{Agent: "a", Image: "i", Env: map[string]string{}, Packages: map[string]string{}, Skills: map[string]string{}, ExtraMounts: []Mount{}}
+	if ConfigHash(empty, "", "", "") != ConfigHash(emptyMaps, "", "", "") {
+		t.Error("nil and empty maps hash differently")
+	}
+
+	differ := []struct {
+		name string
+		mod  func(*Spec)
+	}{
+		{"agent", func(s *Spec) { s.Agent = "other" }},
+		{"image", func(s *Spec) { s.Image = "other:latest" }},
+		{"workspace", func(s *Spec) { s.Workspace = "/h/ws2" }},
+		{"launchers", func(s *Spec) { s.Launchers = "" }},
+		{"package added", func(s *Spec) { s.Packages["slack"] = "/h/plugins/slack" }},
+		{"package moved", func(s *Spec) { s.Packages["git"] = "/h/plugins/git2" }},
+		{"skill", func(s *Spec) { s.Skills = nil }},
+		{"socket dir", func(s *Spec) { s.SocketDir = "/h/sock2" }},
+		{"helper path", func(s *Spec) { s.HelperBinary = "/h/bin2/beige-sandbox" }},
+		{"extra mount", func(s *Spec) { s.ExtraMounts = []Mount{{Source: "/data", Target: "/data"}} }},
+		{"env value", func(s *Spec) { s.Env["TZ"] = "Europe/Paris" }},
+		{"memory", func(s *Spec) { s.MemoryLimit = 2 << 30 }},
+		{"cpus", func(s *Spec) { s.CPUs = 1.5 }},
+		{"pids", func(s *Spec) { s.PidsLimit = 100 }},
+		{"network", func(s *Spec) { s.Network = "none" }},
+		{"runtime", func(s *Spec) { s.Runtime = "runsc" }},
+		{"cap add", func(s *Spec) { s.CapAdd = []string{"NET_RAW"} }},
+		{"cap drop empty (drop nothing) differs from nil (default)", func(s *Spec) { s.CapDrop = []string{} }},
+		{"security opt", func(s *Spec) { s.SecurityOpt = []string{} }},
+	}
+	seen := map[string]string{base: "base"}
+	for _, tt := range differ {
+		s := baseSpec()
+		tt.mod(&s)
+		h := ConfigHash(s, "helper1", "sha256:img1", "")
+		if prev, dup := seen[h]; dup {
+			t.Errorf("%s: same hash as %s", tt.name, prev)
+		}
+		seen[h] = tt.name
+	}
+	if ConfigHash(baseSpec(), "helper2", "sha256:img1", "") == base {
+		t.Error("a new helper binary does not change the hash")
+	}
+	if ConfigHash(baseSpec(), "helper1", "sha256:img2", "") == base {
+		t.Error("a rebuilt image does not change the hash")
+	}
+	if ConfigHash(baseSpec(), "helper1", "sha256:img1", "test-1") == base {
+		t.Error("the instance does not change the hash")
+	}
+}
+
+func TestContainerConfig(t *testing.T) {
+	t.Setenv("ANTHROPIC_API_KEY", "canary-123")
+	spec := baseSpec()
+	spec.Env["PATH"] = "/evil"
+	spec.ExtraMounts = []Mount{{Source: "/data", Target: "/data/", ReadOnly: true}}
+	cfg, host := containerConfig(spec, map[string]string{LabelAgent: "travel"})
+
+	wantEnv := []string{"PATH=" + DefaultPATH, "LANG=C.UTF-8", "TZ=UTC"}
+	if !slices.Equal(cfg.Env, wantEnv) {
+		t.Errorf("Env = %q, want %q", cfg.Env, wantEnv)
+	}
+	if !slices.Equal(cfg.Entrypoint, []string{HelperPath, "idle"}) || cfg.Cmd != nil {
+		t.Errorf("Entrypoint = %q Cmd = %q", cfg.Entrypoint, cfg.Cmd)
+	}
+	if cfg.Hostname != "beige-travel" || cfg.WorkingDir != WorkspacePath || cfg.Image != spec.Image {
+		t.Errorf("config = %+v", cfg)
+	}
+	if host.Init == nil || !*host.Init {
+		t.Error("Init is not set")
+	}
+	if !slices.Equal(host.CapDrop, []string{"ALL"}) || !slices.Equal(host.CapAdd, DefaultCapAdd) {
+		t.Errorf("caps drop %q add %q", host.CapDrop, host.CapAdd)
+	}
+	if slices.Contains(host.CapAdd, "NET_RAW") {
+		t.Error("NET_RAW is added")
+	}
+	if !slices.Equal(host.SecurityOpt, []string{"no-new-privileges:true"}) {
+		t.Errorf("SecurityOpt = %q", host.SecurityOpt)
+	}
+	if host.PidsLimit == nil || *host.PidsLimit != DefaultPidsLimit || host.Memory != 3<<30 || host.NanoCPUs != 0 {
+		t.Errorf("resources = %+v", host.Resources)
+	}
+	if host.NetworkMode != "bridge" {
+		t.Errorf("NetworkMode = %q", host.NetworkMode)
+	}
+
+	type m struct {
+		src, dst string
+		ro       bool
+	}
+	var got []m
+	for _, mt := range host.Mounts {
+		if mt.Type != mount.TypeBind {
+			t.Errorf("mount %s is %s", mt.Target, mt.Type)
+		}
+		got = append(got, m{mt.Source, mt.Target, mt.ReadOnly})
+	}
+	want := []m{
+		{"/h/ws", "/workspace", false},
+		{"/h/sock", "/beige", true},
+		{"/data", "/data", true},
+		{"/h/launchers", "/tools/bin", true},
+		{"/h/packages", "/tools/packages", true},
+		{"/h/skills/notes", "/skills/notes", true},
+		{"/h/bin/beige-sandbox", "/beige/tool-client", true},
+		{"/h/bin/beige-sandbox", "/beige/beige-sandbox", true},
+		{"/h/plugins/browser", "/tools/packages/browser", true},
+		{"/h/plugins/git", "/tools/packages/git", true},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("mounts:\n got %v\nwant %v", got, want)
+	}
+	for _, v := range cfg.Env {
+		if strings.Contains(v, "canary") {
+			t.Errorf("host env leaked: %s", v)
+		}
+	}
+}
+
+func TestContainerConfigOverrides(t *testing.T) {
+	spec := Spec{Agent: "a", Image: "i", CPUs: 1.5, PidsLimit: 64, Network: "none", Runtime: "runsc",
+		CapDrop: []string{"NET_RAW"}, CapAdd: []string{}, SecurityOpt: []string{"seccomp=unconfined"}}
+	cfg, host := containerConfig(spec, nil)
+	if host.NanoCPUs != 1_500_000_000 || *host.PidsLimit != 64 || host.NetworkMode != "none" || host.Runtime != "runsc" {
+		t.Errorf("resources = %+v network %q runtime %q", host.Resources, host.NetworkMode, host.Runtime)
+	}
+	if !slices.Equal(host.CapDrop, []string{"NET_RAW"}) || len(host.CapAdd) != 0 || !slices.Equal(host.SecurityOpt, []string{"seccomp=unconfined"}) {
+		t.Errorf("drop %q add %q secopt %q", host.CapDrop, host.CapAdd, host.SecurityOpt)
+	}
+	if len(host.Mounts) != 0 {
+		t.Errorf("empty spec fields mounted: %v", host.Mounts)
+	}
+	if cfg.Entrypoint[0] != "/bin/sh" {
+		t.Errorf("without a helper binary the entrypoint is %q", cfg.Entrypoint)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := baseSpec()
+	if err := ok.validate(); err != nil {
+		t.Fatalf("valid spec: %v", err)
+	}
+	bad := []func(*Spec){
+		func(s *Spec) { s.Agent = "" },
+		func(s *Spec) { s.Agent = "../x" },
+		func(s *Spec) { s.Agent = "a b" },
+		func(s *Spec) { s.Agent = strings.Repeat("a", 64) },
+		func(s *Spec) { s.Image = "" },
+		func(s *Spec) { s.Packages["../etc"] = "/x" },
+		func(s *Spec) { s.Skills["s"] = "relative/path" },
+		func(s *Spec) { s.Workspace = "ws" },
+		func(s *Spec) { s.ExtraMounts = []Mount{{Source: "/a", Target: "b"}} },
+		func(s *Spec) { s.Env["A=B"] = "x" },
+		func(s *Spec) { s.MemoryLimit = -1 },
+	}
+	for i, mod := range bad {
+		s := baseSpec()
+		mod(&s)
+		if err := s.validate(); err == nil {
+			t.Errorf("bad spec %d accepted", i)
+		}
+	}
+}
+
+func TestPrepareHost(t *testing.T) {
+	dir := t.TempDir()
+	helper := filepath.Join(dir, "beige-sandbox")
+	os.WriteFile(helper, []byte("bin"), 0o755)
+	spec := Spec{
+		Agent: "a", Image: "i",
+		Workspace:    filepath.Join(dir, "ws"),
+		Launchers:    filepath.Join(dir, "launchers"),
+		PackagesDir:  filepath.Join(dir, "packages"),
+		Packages:     map[string]string{"git": "/x"},
+		SocketDir:    filepath.Join(dir, "sock"),
+		HelperBinary: helper,
+	}
+	if err := prepareHost(spec); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"ws", "launchers", "packages/git"} {
+		if st, err := os.Stat(filepath.Join(dir, p)); err != nil || !st.IsDir() {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	for _, p := range []string{"sock/tool-client", "sock/beige-sandbox"} {
+		if st, err := os.Stat(filepath.Join(dir, p)); err != nil || !st.Mode().IsRegular() {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	// Idempotent.
+	if err := prepareHost(spec); err != nil {
+		t.Fatal(err)
+	}
+	spec.HelperBinary = filepath.Join(dir, "missing")
+	if err := prepareHost(spec); err == nil {
+		t.Error("missing helper binary accepted")
+	}
+}

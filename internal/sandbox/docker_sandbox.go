@@ -1,0 +1,342 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+
+	"github.com/beige-dev/beige/internal/proto"
+)
+
+const (
+	// helperRetryDelay is how long a sandbox whose helper failed to start
+	// uses docker exec before it tries the helper again.
+	helperRetryDelay = 30 * time.Second
+	// helperStartTimeout bounds starting a helper and its first ping.
+	helperStartTimeout = 10 * time.Second
+	// helperGrace is added to an exec's own timeout (which the helper
+	// enforces) before the gateway stops waiting for the helper.
+	helperGrace = 15 * time.Second
+)
+
+// dockerSandbox is one agent's running container.
+type dockerSandbox struct {
+	d     *Docker
+	agent string
+	id    string
+	log   *slog.Logger
+
+	useHelper bool
+
+	hmu     sync.Mutex
+	hc      *helperClient // nil until started, or after it died
+	retryAt time.Time     // no helper start before this
+	closed  bool
+}
+
+var _ Sandbox = (*dockerSandbox)(nil)
+
+func newDockerSandbox(d *Docker, spec Spec, id string) *dockerSandbox {
+	return &dockerSandbox{
+		d: d, agent: spec.Agent, id: id,
+		log:       d.log.With("agent", spec.Agent),
+		useHelper: !d.noHelper && spec.HelperBinary != "",
+	}
+}
+
+func (s *dockerSandbox) ID() string { return s.id }
+
+// UsesHelper reports whether calls currently go through the helper (fast
+// path) rather than per-call docker exec; it starts the helper if needed.
+func (s *dockerSandbox) UsesHelper(ctx context.Context) bool { return s.helper(ctx) != nil }
+
+// helper returns a live helper client, starting one when there is none, or
+// nil when calls must use docker exec.
+func (s *dockerSandbox) helper(ctx context.Context) *helperClient {
+	if !s.useHelper {
+		return nil
+	}
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	if s.closed {
+		return nil
+	}
+	if s.hc != nil {
+		if !s.hc.dead() {
+			return s.hc
+		}
+		s.log.Warn("sandbox helper exited; restarting it", "err", s.hc.deathErr())
+		s.hc = nil
+	}
+	if time.Now().Before(s.retryAt) {
+		return nil
+	}
+	// Starting serves every caller waiting on hmu, so it must not die with
+	// the ctx of the one that happened to start it.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), helperStartTimeout)
+	defer cancel()
+	hc, err := s.startHelper(sctx)
+	if err != nil {
+		s.log.Warn("sandbox helper unavailable; using docker exec", "err", err, "retry_in", helperRetryDelay)
+		s.retryAt = time.Now().Add(helperRetryDelay)
+		return nil
+	}
+	s.hc = hc
+	return hc
+}
+
+// retryHelperNow lets the next call try to start the helper even if a
+// start failed recently.
+func (s *dockerSandbox) retryHelperNow() {
+	s.hmu.Lock()
+	s.retryAt = time.Time{}
+	s.hmu.Unlock()
+}
+
+// startHelper runs `beige-sandbox serve` as one long-lived exec and pings it.
+func (s *dockerSandbox) startHelper(ctx context.Context) (*helperClient, error) {
+	start := time.Now()
+	api := s.d.api
+	ex, err := api.ExecCreate(ctx, s.id, client.ExecCreateOptions{
+		Cmd:          []string{HelperPath, "serve"},
+		AttachStdin:  true,
+		AttachStdout: true,
+		AttachStderr: true,
+		WorkingDir:   WorkspacePath,
+	})
+	if err != nil {
+		return nil, mapExecErr(err)
+	}
+	att, err := api.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return nil, mapExecErr(err)
+	}
+	hr := att.HijackedResponse
+	stderr := newLogWriter(s.log.With("from", "helper"))
+	pr, pw := io.Pipe()
+	// Tearing down closes the pipe too, so a StdCopy blocked writing into it
+	// (the read loop stopped on a bad frame) returns.
+	hc := newHelperClient(hr.Conn, pr, hr.CloseWrite, func() { hr.Close(); pr.Close() })
+	go func() {
+		_, err := stdcopy.StdCopy(pw, stderr, hr.Reader)
+		stderr.flush()
+		if err == nil {
+			err = errors.New("helper stream ended")
+		}
+		pw.CloseWithError(err)
+	}()
+	if err := hc.ping(ctx); err != nil {
+		hc.fail(err)
+		if tail := stderr.tail(); tail != "" {
+			return nil, fmt.Errorf("helper did not answer: %w (it said: %s)", err, tail)
+		}
+		return nil, fmt.Errorf("helper did not answer: %w", err)
+	}
+	s.log.Debug("sandbox helper started", "exec", short(ex.ID), "took", time.Since(start))
+	return hc, nil
+}
+
+// close drops the helper (it exits on stdin EOF); the container keeps running.
+func (s *dockerSandbox) close() {
+	s.hmu.Lock()
+	hc := s.hc
+	s.hc, s.closed = nil, true
+	s.hmu.Unlock()
+	if hc != nil {
+		hc.close()
+	}
+}
+
+// resolvePath makes p absolute against /workspace.
+func resolvePath(p string) string {
+	if !path.IsAbs(p) {
+		p = path.Join(WorkspacePath, p)
+	}
+	return path.Clean(p)
+}
+
+// Exec implements Sandbox.
+func (s *dockerSandbox) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
+	if req.OutputLimit <= 0 {
+		req.OutputLimit = DefaultOutputLimit
+	}
+	req.OutputLimit = min(req.OutputLimit, proto.MaxHelperBody)
+	if req.Dir == "" {
+		req.Dir = WorkspacePath
+	}
+	req.Dir = resolvePath(req.Dir)
+	for k, v := range req.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+			return ExecResult{}, fmt.Errorf("exec in sandbox %q: invalid environment variable %q", s.agent, k)
+		}
+	}
+	if s.d.closed.Load() {
+		return ExecResult{}, fmt.Errorf("exec in sandbox %q: %w", s.agent, ErrClosed)
+	}
+	start := time.Now()
+	var res ExecResult
+	var err error
+	if hc := s.helper(ctx); hc != nil && len(req.Stdin) <= proto.MaxHelperBody {
+		res, err = s.helperExec(ctx, hc, req)
+	} else {
+		res, err = s.dockerExecCommand(ctx, req)
+	}
+	res.Duration = time.Since(start)
+	if err != nil {
+		return res, fmt.Errorf("exec in sandbox %q: %w", s.agent, err)
+	}
+	return res, nil
+}
+
+func (s *dockerSandbox) helperExec(ctx context.Context, hc *helperClient, req ExecRequest) (ExecResult, error) {
+	hreq := &proto.HelperRequest{
+		Op:          proto.HelperOpExec,
+		Command:     req.Command,
+		Env:         req.Env,
+		Dir:         req.Dir,
+		OutputLimit: req.OutputLimit,
+		Body:        req.Stdin,
+	}
+	if req.Timeout > 0 {
+		hreq.TimeoutMs = max(1, int64((req.Timeout+time.Millisecond-1)/time.Millisecond))
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, req.Timeout+helperGrace)
+		defer cancel()
+	}
+	resp, err := hc.call(ctx, hreq)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	if resp.Error != "" {
+		return ExecResult{}, helperError(resp)
+	}
+	return ExecResult{
+		Output:      resp.Body,
+		OutputBytes: resp.OutputBytes,
+		ExitCode:    resp.ExitCode,
+		TimedOut:    resp.TimedOut,
+	}, nil
+}
+
+// ReadFile implements Sandbox. A relative path is relative to /workspace;
+// max is capped at proto.MaxHelperBody, and max <= 0 returns only the size.
+func (s *dockerSandbox) ReadFile(ctx context.Context, p string, max int64) ([]byte, int64, error) {
+	p = resolvePath(p)
+	max = min(max, proto.MaxHelperBody)
+	var data []byte
+	var size int64
+	var err error
+	if s.d.closed.Load() {
+		err = ErrClosed
+	} else if hc := s.helper(ctx); hc != nil {
+		var resp *proto.HelperResponse
+		resp, err = hc.call(ctx, &proto.HelperRequest{Op: proto.HelperOpRead, Path: p, Max: max})
+		if err == nil && resp.Error != "" {
+			err = helperError(resp)
+		}
+		if err == nil {
+			data, size = resp.Body, resp.Size
+		}
+	} else {
+		data, size, err = s.dockerReadFile(ctx, p, max)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("read %s in sandbox %q: %w", p, s.agent, err)
+	}
+	return data, size, nil
+}
+
+// WriteFile implements Sandbox. A relative path is relative to /workspace.
+func (s *dockerSandbox) WriteFile(ctx context.Context, p string, data []byte) error {
+	p = resolvePath(p)
+	var err error
+	if s.d.closed.Load() {
+		err = ErrClosed
+	} else if hc := s.helper(ctx); hc != nil && len(data) <= proto.MaxHelperBody {
+		var resp *proto.HelperResponse
+		resp, err = hc.call(ctx, &proto.HelperRequest{Op: proto.HelperOpWrite, Path: p, Body: data})
+		if err == nil && resp.Error != "" {
+			err = helperError(resp)
+		}
+	} else {
+		err = s.dockerWriteFile(ctx, p, data)
+	}
+	if err != nil {
+		return fmt.Errorf("write %s in sandbox %q: %w", p, s.agent, err)
+	}
+	return nil
+}
+
+// helperError maps an error response to the package's sentinels.
+func helperError(resp *proto.HelperResponse) error {
+	switch resp.Code {
+	case proto.HelperErrNotExist:
+		return ErrNotExist
+	case proto.HelperErrIsDir:
+		return ErrIsDir
+	}
+	return fmt.Errorf("sandbox helper: %s", resp.Error)
+}
+
+// logWriter logs what the helper writes on stderr, a line at a time, and
+// keeps the last bytes for error messages.
+type logWriter struct {
+	log  *slog.Logger
+	mu   sync.Mutex
+	line []byte
+	last []byte
+}
+
+func newLogWriter(log *slog.Logger) *logWriter { return &logWriter{log: log} }
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.last = append(w.last, p...)
+	if len(w.last) > 1024 {
+		w.last = w.last[len(w.last)-1024:]
+	}
+	w.line = append(w.line, p...)
+	for {
+		i := bytes.IndexByte(w.line, '\n')
+		if i < 0 {
+			break
+		}
+		w.emit(w.line[:i])
+		w.line = w.line[i+1:]
+	}
+	if len(w.line) > 4096 {
+		w.emit(w.line)
+		w.line = nil
+	}
+	return len(p), nil
+}
+
+func (w *logWriter) emit(line []byte) {
+	if s := strings.TrimSpace(string(line)); s != "" {
+		w.log.Warn("sandbox helper stderr", "line", s)
+	}
+}
+
+func (w *logWriter) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.emit(w.line)
+	w.line = nil
+}
+
+func (w *logWriter) tail() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.TrimSpace(string(w.last))
+}

@@ -1,0 +1,422 @@
+package sandbox
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/image"
+	"github.com/moby/moby/client"
+)
+
+// fakeAPI is an in-memory engine for the error paths of the runtime.
+type fakeAPI struct {
+	mu         sync.Mutex
+	images     map[string]string // ref -> ID
+	containers map[string]*fakeContainer
+	calls      []string
+	fail       map[string]error // method -> error to return
+	nextID     int
+	buildBody  string
+	buildCtx   []string // files in the last build context
+}
+
+type fakeContainer struct {
+	id, name string
+	labels   map[string]string
+	state    container.ContainerState
+}
+
+func newFakeAPI() *fakeAPI {
+	return &fakeAPI{images: map[string]string{"img:1": "sha256:aaa"}, containers: map[string]*fakeContainer{}, fail: map[string]error{}}
+}
+
+func (f *fakeAPI) record(call string) error {
+	f.calls = append(f.calls, call)
+	return f.fail[strings.Fields(call)[0]]
+}
+
+func (f *fakeAPI) find(idOrName string) *fakeContainer {
+	for _, c := range f.containers {
+		if c.id == idOrName || c.name == idOrName {
+			return c
+		}
+	}
+	return nil
+}
+
+func (f *fakeAPI) Ping(context.Context, client.PingOptions) (client.PingResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return client.PingResult{}, f.record("Ping")
+}
+
+func (f *fakeAPI) ImageInspect(_ context.Context, ref string, _ ...client.ImageInspectOption) (client.ImageInspectResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("ImageInspect " + ref); err != nil {
+		return client.ImageInspectResult{}, err
+	}
+	id, ok := f.images[ref]
+	if !ok {
+		return client.ImageInspectResult{}, cerrdefs.ErrNotFound.WithMessage("no such image")
+	}
+	return client.ImageInspectResult{InspectResponse: image.InspectResponse{ID: id}}, nil
+}
+
+func (f *fakeAPI) ImageBuild(_ context.Context, r io.Reader, opts client.ImageBuildOptions) (client.ImageBuildResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("ImageBuild " + strings.Join(opts.Tags, ",")); err != nil {
+		return client.ImageBuildResult{}, err
+	}
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		f.buildCtx = append(f.buildCtx, h.Name)
+	}
+	return client.ImageBuildResult{Body: io.NopCloser(strings.NewReader(f.buildBody))}, nil
+}
+
+func (f *fakeAPI) ContainerList(_ context.Context, opts client.ContainerListOptions) (client.ContainerListResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("ContainerList"); err != nil {
+		return client.ContainerListResult{}, err
+	}
+	var res client.ContainerListResult
+	for _, c := range f.containers {
+		if c.labels[LabelManaged] == "true" {
+			res.Items = append(res.Items, container.Summary{ID: c.id, Names: []string{"/" + c.name}, Labels: c.labels, State: c.state})
+		}
+	}
+	slices.SortFunc(res.Items, func(a, b container.Summary) int { return strings.Compare(a.ID, b.ID) })
+	return res, nil
+}
+
+func (f *fakeAPI) ContainerInspect(_ context.Context, id string, _ client.ContainerInspectOptions) (client.ContainerInspectResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("ContainerInspect " + id); err != nil {
+		return client.ContainerInspectResult{}, err
+	}
+	c := f.find(id)
+	if c == nil {
+		return client.ContainerInspectResult{}, cerrdefs.ErrNotFound.WithMessage("no such container")
+	}
+	return client.ContainerInspectResult{Container: container.InspectResponse{
+		ID: c.id, Name: "/" + c.name,
+		State:  &container.State{Status: c.state},
+		Config: &container.Config{Labels: c.labels},
+	}}, nil
+}
+
+func (f *fakeAPI) ContainerCreate(_ context.Context, opts client.ContainerCreateOptions) (client.ContainerCreateResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("ContainerCreate " + opts.Name); err != nil {
+		return client.ContainerCreateResult{}, err
+	}
+	if f.find(opts.Name) != nil {
+		return client.ContainerCreateResult{}, cerrdefs.ErrConflict.WithMessage("name in use")
+	}
+	f.nextID++
+	c := &fakeContainer{id: fmt.Sprintf("id%d", f.nextID), name: opts.Name, labels: opts.Config.Labels, state: container.StateCreated}
+	f.containers[c.id] = c
+	return client.ContainerCreateResult{ID: c.id}, nil
+}
+
+func (f *fakeAPI) ContainerStart(_ context.Context, id string, _ client.ContainerStartOptions) (client.ContainerStartResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("ContainerStart " + id); err != nil {
+		return client.ContainerStartResult{}, err
+	}
+	f.find(id).state = container.StateRunning
+	return client.ContainerStartResult{}, nil
+}
+
+func (f *fakeAPI) ContainerRemove(_ context.Context, id string, _ client.ContainerRemoveOptions) (client.ContainerRemoveResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("ContainerRemove " + id); err != nil {
+		return client.ContainerRemoveResult{}, err
+	}
+	c := f.find(id)
+	if c == nil {
+		return client.ContainerRemoveResult{}, cerrdefs.ErrNotFound.WithMessage("no such container")
+	}
+	delete(f.containers, c.id)
+	return client.ContainerRemoveResult{}, nil
+}
+
+func (f *fakeAPI) ExecCreate(_ context.Context, id string, _ client.ExecCreateOptions) (client.ExecCreateResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("ExecCreate " + id); err != nil {
+		return client.ExecCreateResult{}, err
+	}
+	return client.ExecCreateResult{}, cerrdefs.ErrConflict.WithMessage("container is not running")
+}
+
+func (f *fakeAPI) ExecAttach(context.Context, string, client.ExecAttachOptions) (client.ExecAttachResult, error) {
+	return client.ExecAttachResult{}, errors.New("not faked")
+}
+
+func (f *fakeAPI) ExecInspect(context.Context, string, client.ExecInspectOptions) (client.ExecInspectResult, error) {
+	return client.ExecInspectResult{}, errors.New("not faked")
+}
+
+func (f *fakeAPI) Close() error { return nil }
+
+func (f *fakeAPI) callList() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := slices.Clone(f.calls)
+	f.calls = nil
+	return out
+}
+
+func fakeSpec(t *testing.T, agent string) Spec {
+	dir := t.TempDir()
+	return Spec{Agent: agent, Image: "img:1", Workspace: filepath.Join(dir, "ws")}
+}
+
+func hasCall(calls []string, prefix string) bool {
+	return slices.ContainsFunc(calls, func(c string) bool { return strings.HasPrefix(c, prefix) })
+}
+
+func TestEnsureFake(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeAPI()
+	d := newDocker(f, DockerOptions{DisableHelper: true})
+	spec := fakeSpec(t, "a")
+
+	sb, err := d.Ensure(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := f.callList()
+	if !hasCall(calls, "ContainerCreate beige-a") || !hasCall(calls, "ContainerStart id1") {
+		t.Fatalf("calls = %q", calls)
+	}
+	if _, err := os.Stat(spec.Workspace); err != nil {
+		t.Errorf("workspace not created: %v", err)
+	}
+
+	// Same spec, running: re-attached, same handle, nothing created.
+	sb2, err := d.Ensure(ctx, spec)
+	if err != nil || sb2 != sb {
+		t.Fatalf("re-attach: %v, same handle %v", err, sb2 == sb)
+	}
+	if calls := f.callList(); hasCall(calls, "ContainerCreate") || hasCall(calls, "ContainerStart") {
+		t.Errorf("re-attach calls = %q", calls)
+	}
+
+	// Stopped with the same hash: started, same ID.
+	f.containers["id1"].state = container.StateExited
+	sb3, err := d.Ensure(ctx, spec)
+	if err != nil || sb3.ID() != "id1" {
+		t.Fatalf("restart: %v %v", err, sb3)
+	}
+	if calls := f.callList(); !hasCall(calls, "ContainerStart id1") || hasCall(calls, "ContainerCreate") {
+		t.Errorf("restart calls = %q", calls)
+	}
+
+	// Changed spec: removed and recreated.
+	spec.Env = map[string]string{"X": "1"}
+	sb4, err := d.Ensure(ctx, spec)
+	if err != nil || sb4.ID() == "id1" {
+		t.Fatalf("recreate: %v %v", err, sb4)
+	}
+	calls = f.callList()
+	ri, ci := slices.Index(calls, "ContainerRemove id1"), slices.Index(calls, "ContainerCreate beige-a")
+	if ri < 0 || ci < ri {
+		t.Errorf("recreate calls = %q", calls)
+	}
+
+	// A paused container is recreated too.
+	f.containers[sb4.ID()].state = container.StatePaused
+	if sb5, err := d.Ensure(ctx, spec); err != nil || sb5.ID() == sb4.ID() {
+		t.Errorf("paused: %v", err)
+	}
+}
+
+func TestEnsureErrors(t *testing.T) {
+	ctx := context.Background()
+	boom := errors.New("boom")
+
+	t.Run("missing image", func(t *testing.T) {
+		d := newDocker(newFakeAPI(), DockerOptions{})
+		spec := fakeSpec(t, "a")
+		spec.Image = "nope:latest"
+		_, err := d.Ensure(ctx, spec)
+		if !errors.Is(err, ErrNoImage) || !strings.Contains(err.Error(), "beige sandbox build") ||
+			!strings.Contains(err.Error(), `"nope:latest"`) || !strings.HasPrefix(err.Error(), `start sandbox "a": `) {
+			t.Errorf("err = %v", err)
+		}
+	})
+	t.Run("invalid spec", func(t *testing.T) {
+		d := newDocker(newFakeAPI(), DockerOptions{})
+		if _, err := d.Ensure(ctx, Spec{Agent: "a/b", Image: "img:1"}); err == nil {
+			t.Error("accepted")
+		}
+	})
+	t.Run("create fails", func(t *testing.T) {
+		f := newFakeAPI()
+		f.fail["ContainerCreate"] = boom
+		d := newDocker(f, DockerOptions{})
+		_, err := d.Ensure(ctx, fakeSpec(t, "a"))
+		if !errors.Is(err, boom) || !strings.Contains(err.Error(), `start sandbox "a": create container beige-a`) {
+			t.Errorf("err = %v", err)
+		}
+	})
+	t.Run("start fails removes the container", func(t *testing.T) {
+		f := newFakeAPI()
+		f.fail["ContainerStart"] = boom
+		d := newDocker(f, DockerOptions{})
+		_, err := d.Ensure(ctx, fakeSpec(t, "a"))
+		if !errors.Is(err, boom) {
+			t.Errorf("err = %v", err)
+		}
+		if len(f.containers) != 0 {
+			t.Errorf("container left behind: %v", f.callList())
+		}
+	})
+	t.Run("inspect fails", func(t *testing.T) {
+		f := newFakeAPI()
+		f.fail["ContainerInspect"] = boom
+		d := newDocker(f, DockerOptions{})
+		if _, err := d.Ensure(ctx, fakeSpec(t, "a")); !errors.Is(err, boom) {
+			t.Errorf("err = %v", err)
+		}
+	})
+	t.Run("foreign container with our name", func(t *testing.T) {
+		f := newFakeAPI()
+		f.containers["x"] = &fakeContainer{id: "x", name: "beige-a", state: container.StateRunning}
+		d := newDocker(f, DockerOptions{})
+		_, err := d.Ensure(ctx, fakeSpec(t, "a"))
+		if err == nil || !strings.Contains(err.Error(), "not managed by beige") {
+			t.Errorf("err = %v", err)
+		}
+		if f.containers["x"] == nil {
+			t.Error("foreign container removed")
+		}
+	})
+	t.Run("closed", func(t *testing.T) {
+		d := newDocker(newFakeAPI(), DockerOptions{})
+		d.Close()
+		if _, err := d.Ensure(ctx, fakeSpec(t, "a")); !errors.Is(err, ErrClosed) {
+			t.Errorf("err = %v", err)
+		}
+	})
+	t.Run("exec on stopped container", func(t *testing.T) {
+		d := newDocker(newFakeAPI(), DockerOptions{DisableHelper: true})
+		sb, err := d.Ensure(ctx, fakeSpec(t, "a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = sb.Exec(ctx, ExecRequest{Command: "true"})
+		if !errors.Is(err, ErrNotRunning) || !strings.HasPrefix(err.Error(), `exec in sandbox "a": `) {
+			t.Errorf("err = %v", err)
+		}
+		if _, _, err := sb.ReadFile(ctx, "x", 10); !errors.Is(err, ErrNotRunning) {
+			t.Errorf("read err = %v", err)
+		}
+		if err := sb.WriteFile(ctx, "x", nil); !errors.Is(err, ErrNotRunning) {
+			t.Errorf("write err = %v", err)
+		}
+	})
+}
+
+func TestPruneFake(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeAPI()
+	d := newDocker(f, DockerOptions{Instance: "mine"})
+	for _, a := range []string{"a", "b", "c"} {
+		if _, err := d.Ensure(ctx, fakeSpec(t, a)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Another instance's sandbox and an unmanaged container are left alone.
+	f.containers["other"] = &fakeContainer{id: "other", name: "beige-z", state: container.StateRunning,
+		labels: map[string]string{LabelManaged: "true", LabelAgent: "z", LabelInstance: "theirs"}}
+	f.containers["plain"] = &fakeContainer{id: "plain", name: "postgres", state: container.StateRunning}
+
+	removed, err := d.Prune(ctx, []string{"b"})
+	if err != nil || !slices.Equal(removed, []string{"a", "c"}) {
+		t.Fatalf("Prune = %q, %v", removed, err)
+	}
+	var left []string
+	for _, c := range f.containers {
+		left = append(left, c.name)
+	}
+	slices.Sort(left)
+	if !slices.Equal(left, []string{"beige-b", "beige-z", "postgres"}) {
+		t.Errorf("left = %q", left)
+	}
+
+	boom := errors.New("boom")
+	f.fail["ContainerRemove"] = boom
+	if _, err := d.Prune(ctx, nil); !errors.Is(err, boom) || !strings.Contains(err.Error(), `prune sandbox "b"`) {
+		t.Errorf("Prune err = %v", err)
+	}
+	f.fail["ContainerList"] = boom
+	if _, err := d.Prune(ctx, nil); !errors.Is(err, boom) {
+		t.Errorf("Prune err = %v", err)
+	}
+}
+
+func TestBuildImageFake(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\n"), 0o644)
+	os.MkdirAll(filepath.Join(dir, "files"), 0o755)
+	os.WriteFile(filepath.Join(dir, "files", "a.txt"), []byte("a"), 0o644)
+	os.Symlink("a.txt", filepath.Join(dir, "files", "link"))
+
+	f := newFakeAPI()
+	f.buildBody = `{"stream":"Step 1/1 : FROM scratch\n"}
+{"status":"Downloading","progress":"[==>   ]","id":"abc"}
+{"status":"Pulling fs layer","id":"abc"}
+{"aux":{"ID":"sha256:x"}}
+{"stream":"Successfully built x\n"}
+`
+	d := newDocker(f, DockerOptions{})
+	var out bytes.Buffer
+	if err := d.BuildImage(context.Background(), dir, "beige-sandbox:latest", &out); err != nil {
+		t.Fatal(err)
+	}
+	want := "Step 1/1 : FROM scratch\nabc: Pulling fs layer\nSuccessfully built x\n"
+	if out.String() != want {
+		t.Errorf("progress = %q, want %q", out.String(), want)
+	}
+	slices.Sort(f.buildCtx)
+	if !slices.Equal(f.buildCtx, []string{"Dockerfile", "files/", "files/a.txt", "files/link"}) {
+		t.Errorf("context = %q", f.buildCtx)
+	}
+
+	f.buildBody = `{"stream":"Step 1/2\n"}
+{"errorDetail":{"message":"pull access denied"},"error":"pull access denied"}
+`
+	err := d.BuildImage(context.Background(), dir, "x:1", nil)
+	if err == nil || !strings.Contains(err.Error(), "pull access denied") || !strings.HasPrefix(err.Error(), `build image "x:1": `) {
+		t.Errorf("err = %v", err)
+	}
+	if err := d.BuildImage(context.Background(), t.TempDir(), "x:1", nil); err == nil {
+		t.Error("folder without Dockerfile accepted")
+	}
+}

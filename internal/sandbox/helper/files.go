@@ -1,0 +1,122 @@
+package helper
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/beige-dev/beige/internal/proto"
+)
+
+// maxCount bounds how far read counts past max in a file whose size stat
+// does not tell (/proc files, devices).
+const maxCount = 64 << 20
+
+// read returns at most req.Max bytes of req.Path and its true size.
+func (s *server) read(req *proto.HelperRequest) *proto.HelperResponse {
+	if req.Path == "" {
+		return invalid("read: empty path")
+	}
+	p := s.resolve(req.Path)
+	st, err := os.Stat(p)
+	if err != nil {
+		return errResponse(err)
+	}
+	if st.IsDir() {
+		return errResponse(&fs.PathError{Op: "read", Path: p, Err: syscall.EISDIR})
+	}
+	if st.Mode()&(fs.ModeNamedPipe|fs.ModeSocket) != 0 {
+		return invalid("read %s: not a regular file", p)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return errResponse(err)
+	}
+	defer f.Close()
+	limit := min(max(req.Max, 0), proto.MaxHelperBody)
+	data, err := io.ReadAll(io.LimitReader(f, limit))
+	if err != nil {
+		return errResponse(err)
+	}
+	size := max(st.Size(), int64(len(data)))
+	if (!st.Mode().IsRegular() || st.Size() == 0) && int64(len(data)) == limit {
+		// stat does not know the size; count the rest, within reason.
+		rest, _ := io.Copy(io.Discard, io.LimitReader(f, maxCount))
+		size = int64(len(data)) + rest
+	}
+	return &proto.HelperResponse{Size: size, Body: data}
+}
+
+// write replaces req.Path with req.Body, creating parent folders. It writes
+// a temporary file beside the target and renames it over the target, so a
+// reader sees the old or the new content, never half a file. The mode and
+// (when allowed) owner of an existing file are kept; a symlink is followed.
+func (s *server) write(req *proto.HelperRequest) *proto.HelperResponse {
+	if req.Path == "" {
+		return invalid("write: empty path")
+	}
+	p := s.resolve(req.Path)
+	if real, err := filepath.EvalSymlinks(p); err == nil {
+		p = real
+	}
+	mode := fs.FileMode(0o644)
+	st, err := os.Stat(p)
+	switch {
+	case err == nil && st.IsDir():
+		return errResponse(&fs.PathError{Op: "write", Path: p, Err: syscall.EISDIR})
+	case err == nil:
+		mode = st.Mode().Perm()
+	case !errors.Is(err, fs.ErrNotExist):
+		return errResponse(err)
+	}
+	dir := filepath.Dir(p)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return errResponse(err)
+	}
+	if err := writeAtomic(p, req.Body, mode, st); err != nil {
+		// Renaming over a mount point or across devices fails; write in place.
+		if errors.Is(err, syscall.EBUSY) || errors.Is(err, syscall.EXDEV) {
+			err = os.WriteFile(p, req.Body, mode)
+		}
+		if err != nil {
+			return errResponse(err)
+		}
+	}
+	return &proto.HelperResponse{Size: int64(len(req.Body))}
+}
+
+func writeAtomic(p string, data []byte, mode fs.FileMode, old fs.FileInfo) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".beige-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return err
+	}
+	if err = f.Chmod(mode); err != nil {
+		return err
+	}
+	if old != nil {
+		if sys, ok := old.Sys().(*syscall.Stat_t); ok {
+			_ = f.Chown(int(sys.Uid), int(sys.Gid)) // best effort: only root may
+		}
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp, p); err != nil {
+		return fmt.Errorf("rename %s: %w", p, err)
+	}
+	return nil
+}
