@@ -17,7 +17,12 @@ if [ -d cmd/beige-sandbox ]; then
 fi
 
 ./bin/beige setup
-if ./bin/beige sandbox --help >/dev/null 2>&1; then
-	./bin/beige sandbox build
+image=beige-sandbox:latest
+if ! docker image inspect "$image" >/dev/null 2>&1; then
+	if ! ./bin/beige sandbox build -t "$image"; then
+		log "could not build the full image (no registry?); making a minimal one from busybox-static"
+		ensure_busybox
+		./bin/beige sandbox build --busybox -t "$image"
+	fi
 fi
 exec ./bin/beige gateway start --foreground "$@"

@@ -140,6 +140,7 @@ $BEIGE_HOME/config.json5 unless -c says otherwise.`,
 		a.setupCommand(),
 		a.configCommand(),
 		a.gatewayCommand(),
+		a.sandboxCommand(),
 	)
 	return root
 }

@@ -75,6 +75,10 @@ func (f *fakeAPI) ImageInspect(_ context.Context, ref string, _ ...client.ImageI
 	return client.ImageInspectResult{InspectResponse: image.InspectResponse{ID: id}}, nil
 }
 
+func (f *fakeAPI) ImageImport(context.Context, client.ImageImportSource, string, client.ImageImportOptions) (client.ImageImportResult, error) {
+	return nil, errors.New("fake: no import")
+}
+
 func (f *fakeAPI) ImageBuild(_ context.Context, r io.Reader, opts client.ImageBuildOptions) (client.ImageBuildResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

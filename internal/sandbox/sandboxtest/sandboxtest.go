@@ -10,17 +10,12 @@
 package sandboxtest
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"debug/elf"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -39,21 +34,6 @@ import (
 // ImageTag is the test image. Its tag carries a version: change the file
 // system built below and bump it.
 const ImageTag = "beige-test:busybox-v1"
-
-// BusyboxPath is where the host's static busybox is expected (Debian
-// package busybox-static).
-const BusyboxPath = "/bin/busybox"
-
-// Applets linked to busybox in the test image.
-var Applets = []string{
-	"sh", "ash", "ls", "cat", "echo", "printf", "sleep", "ps", "env", "kill", "mkdir", "rm",
-	"rmdir", "head", "tail", "wc", "dirname", "basename", "timeout", "id", "true", "false",
-	"grep", "sed", "tr", "touch", "chmod", "chown", "pwd", "find", "seq", "yes", "dd", "cp",
-	"mv", "ln", "stat", "test", "[", "sort", "uniq", "cut", "xargs", "awk", "pidof", "pgrep",
-	"pkill", "date", "uname", "hostname", "whoami", "which", "nproc", "mount", "cmp", "md5sum",
-	"sha256sum", "tee", "readlink", "realpath", "expr", "nohup", "setsid", "od", "hexdump",
-	"diff", "wget", "nc", "ping", "mknod", "chroot", "du", "df",
-}
 
 var (
 	dockerOnce sync.Once
@@ -123,98 +103,18 @@ func Image(t testing.TB) string {
 			imageResult.err = fmt.Errorf("inspect %s: %w", ImageTag, err)
 			return
 		}
-		rootfs, skip, err := busyboxRootFS()
-		if skip != "" || err != nil {
-			imageResult.skip, imageResult.err = skip, err
+		rootfs, err := sandbox.BusyboxRootFS(sandbox.BusyboxPath)
+		if errors.Is(err, sandbox.ErrNoBusybox) {
+			imageResult.skip = "cannot build the test image: " + err.Error()
 			return
 		}
-		imageResult.err = importImage(ctx, c, rootfs, ImageTag)
+		if err != nil {
+			imageResult.err = err
+			return
+		}
+		imageResult.err = sandbox.ImportImage(ctx, c, rootfs, ImageTag, "beige test image")
 	})
 	return imageResult.get(t)
-}
-
-// busyboxRootFS returns the tar of the test image's file system, or a reason
-// to skip.
-func busyboxRootFS() (data []byte, skip string, err error) {
-	bb, err := os.ReadFile(BusyboxPath)
-	if err != nil {
-		return nil, fmt.Sprintf("no %s to build the test image (install busybox-static): %v", BusyboxPath, err), nil
-	}
-	f, err := elf.NewFile(bytes.NewReader(bb))
-	if err != nil {
-		return nil, fmt.Sprintf("%s is not an ELF binary: %v", BusyboxPath, err), nil
-	}
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return nil, fmt.Sprintf("%s is dynamically linked; install busybox-static", BusyboxPath), nil
-		}
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	now := time.Now()
-	dir := func(name string, mode int64) {
-		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: mode, ModTime: now})
-	}
-	file := func(name string, mode int64, data []byte) {
-		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(data)), ModTime: now})
-		tw.Write(data)
-	}
-	for _, d := range []string{"bin", "etc", "root", "proc", "sys", "dev", "usr", "usr/bin", "usr/local", "usr/local/bin", "workspace", "var"} {
-		dir(d, 0o755)
-	}
-	dir("tmp", 0o1777)
-	file("bin/busybox", 0o755, bb)
-	have := busyboxApplets()
-	for _, a := range Applets {
-		if have != nil && !have[a] {
-			continue
-		}
-		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + a, Linkname: "busybox", Mode: 0o777, ModTime: now})
-	}
-	file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n"))
-	file("etc/group", 0o644, []byte("root:x:0:\nnogroup:x:65534:\n"))
-	if err := tw.Close(); err != nil {
-		return nil, "", err
-	}
-	return buf.Bytes(), "", nil
-}
-
-// busyboxApplets returns the applets the host's busybox has, or nil if it
-// cannot tell.
-func busyboxApplets() map[string]bool {
-	out, err := exec.Command(BusyboxPath, "--list").Output()
-	if err != nil {
-		return nil
-	}
-	have := make(map[string]bool)
-	for _, a := range strings.Fields(string(out)) {
-		have[a] = true
-	}
-	return have
-}
-
-func importImage(ctx context.Context, c *client.Client, rootfs []byte, tag string) error {
-	res, err := c.ImageImport(ctx, client.ImageImportSource{Source: bytes.NewReader(rootfs), SourceName: "-"}, tag,
-		client.ImageImportOptions{Message: "beige test image", Changes: []string{`CMD ["/bin/sh"]`}})
-	if err != nil {
-		return fmt.Errorf("import %s: %w", tag, err)
-	}
-	defer res.Close()
-	dec := json.NewDecoder(res)
-	for {
-		var m struct {
-			Error string `json:"error"`
-		}
-		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return fmt.Errorf("import %s: %w", tag, err)
-		}
-		if m.Error != "" {
-			return fmt.Errorf("import %s: %s", tag, m.Error)
-		}
-	}
 }
 
 // HelperBinary builds ./cmd/beige-sandbox statically (CGO_ENABLED=0) once

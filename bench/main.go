@@ -1,0 +1,232 @@
+// Command bench measures the gateway's overheads side by side with the
+// obvious alternatives, in one run (timings on shared machines are noisy;
+// the ratios are what to compare):
+//
+//   - an exec round trip through the HTTP API (the in-sandbox helper) against
+//     `docker exec <container> true`;
+//   - start -> /api/health ok, with the sandbox already running and when it
+//     must be created; SIGTERM -> exit; the gateway's idle RSS.
+//
+// Run it from the repository root: go run ./bench [-n 300]. It needs a Docker
+// engine and Debian's busybox-static (the image is made from it, offline).
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+const image = "beige-bench:busybox"
+
+func main() {
+	n := flag.Int("n", 300, "exec round trips through the API")
+	flag.Parse()
+	if err := run(*n); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type bench struct {
+	dir, bin, home, agent string
+	port                  int
+	env                   []string
+}
+
+func run(n int) error {
+	dir, err := os.MkdirTemp("", "beige-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	b := &bench{dir: dir, home: filepath.Join(dir, "home"), agent: "bench-" + strconv.Itoa(os.Getpid())}
+	fmt.Fprintln(os.Stderr, "building beige and beige-sandbox (static)...")
+	for _, pkg := range []string{"beige", "beige-sandbox"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, pkg), "./cmd/"+pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	b.bin = filepath.Join(dir, "beige")
+	b.port, err = freePort()
+	if err != nil {
+		return err
+	}
+	b.env = append(os.Environ(), "BEIGE_HOME="+b.home, "BEIGE_SANDBOX_BINARY="+filepath.Join(dir, "beige-sandbox"), "ANTHROPIC_API_KEY=unused")
+	if out, err := b.beige("sandbox", "build", "--busybox", "-t", image); err != nil {
+		return fmt.Errorf("make the image: %v\n%s", err, out)
+	}
+	if out, err := b.beige("setup"); err != nil {
+		return fmt.Errorf("setup: %v\n%s", err, out)
+	}
+	cfg := fmt.Sprintf(`{ llm: { providers: { anthropic: { apiKey: "${ANTHROPIC_API_KEY}" } } },
+  agents: { %q: { model: { provider: "anthropic", model: "claude-sonnet-4-6" }, sandbox: { image: %q } } },
+  gateway: { port: %d } }`, b.agent, image, b.port)
+	if err := os.WriteFile(filepath.Join(b.home, "config.json5"), []byte(cfg), 0o600); err != nil {
+		return err
+	}
+	defer exec.Command("docker", "rm", "-f", "beige-"+b.agent).Run()
+
+	// Cold start: the sandbox must be created.
+	exec.Command("docker", "rm", "-f", "beige-"+b.agent).Run()
+	gw, cold, err := b.start()
+	if err != nil {
+		return err
+	}
+	// Warm up, then the exec round trips, with docker exec interleaved.
+	for range 20 {
+		if err := b.exec(); err != nil {
+			return err
+		}
+	}
+	var api, docker []time.Duration
+	for i := range n {
+		t0 := time.Now()
+		if err := b.exec(); err != nil {
+			return err
+		}
+		api = append(api, time.Since(t0))
+		if i%5 == 0 {
+			t0 = time.Now()
+			if out, err := exec.Command("docker", "exec", "beige-"+b.agent, "true").CombinedOutput(); err != nil {
+				return fmt.Errorf("docker exec: %v %s", err, out)
+			}
+			docker = append(docker, time.Since(t0))
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	rss := rssOf(gw.Process.Pid)
+	stop, err := b.stop(gw)
+	if err != nil {
+		return err
+	}
+
+	// Warm starts: the sandbox is running; measured a few times.
+	var warm []time.Duration
+	var stops = []time.Duration{stop}
+	for range 5 {
+		gw, d, err := b.start()
+		if err != nil {
+			return err
+		}
+		warm = append(warm, d)
+		if err := b.exec(); err != nil {
+			return err
+		}
+		s, err := b.stop(gw)
+		if err != nil {
+			return err
+		}
+		stops = append(stops, s)
+	}
+
+	p := func(ds []time.Duration, q float64) time.Duration {
+		s := slices.Clone(ds)
+		slices.Sort(s)
+		return s[min(len(s)-1, int(q*float64(len(s))))]
+	}
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
+	fmt.Printf("exec round trip of `true`             %10s %10s %10s\n", "p50", "p90", "p99")
+	fmt.Printf("  beige HTTP API (n=%-4d)             %10s %10s %10s\n", len(api), ms(p(api, .5)), ms(p(api, .9)), ms(p(api, .99)))
+	fmt.Printf("  docker exec <container> true (n=%-3d)%10s %10s %10s\n", len(docker), ms(p(docker, .5)), ms(p(docker, .9)), ms(p(docker, .99)))
+	fmt.Printf("  docker exec / beige (p50)           %9.1fx\n", float64(p(docker, .5))/float64(p(api, .5)))
+	fmt.Printf("start -> /api/health ok\n")
+	fmt.Printf("  sandbox already running (median of %d) %s\n", len(warm), ms(p(warm, .5)))
+	fmt.Printf("  sandbox created                     %s\n", ms(cold))
+	fmt.Printf("SIGTERM -> exit (median of %d)         %s\n", len(stops), ms(p(stops, .5)))
+	fmt.Printf("gateway RSS when idle                 %.1f MB\n", float64(rss)/(1<<20))
+	return nil
+}
+
+func (b *bench) beige(args ...string) ([]byte, error) {
+	cmd := exec.Command(b.bin, args...)
+	cmd.Env = b.env
+	return cmd.CombinedOutput()
+}
+
+func (b *bench) url(path string) string { return fmt.Sprintf("http://127.0.0.1:%d%s", b.port, path) }
+
+// start starts the gateway and returns how long it took to answer /api/health with 200.
+func (b *bench) start() (*exec.Cmd, time.Duration, error) {
+	cmd := exec.Command(b.bin, "gateway", "start", "--foreground", "--log-level", "warn")
+	cmd.Env = b.env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, 0, err
+	}
+	client := &http.Client{Timeout: time.Second}
+	for time.Since(t0) < time.Minute {
+		resp, err := client.Get(b.url("/api/health"))
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return cmd, time.Since(t0), nil
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	return nil, 0, fmt.Errorf("gateway not healthy within a minute:\n%s", out.String())
+}
+
+func (b *bench) stop(cmd *exec.Cmd) (time.Duration, error) {
+	t0 := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	return time.Since(t0), err
+}
+
+var execBody = []byte(`{"tool":"exec","params":{"command":"true"}}`)
+
+func (b *bench) exec() error {
+	resp, err := http.Post(b.url("/api/agents/"+b.agent+"/exec"), "application/json", bytes.NewReader(execBody))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var res struct{ IsError bool }
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil || resp.StatusCode != 200 || res.IsError {
+		return fmt.Errorf("exec: status %d, %v", resp.StatusCode, err)
+	}
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// rssOf returns the resident set size of pid in bytes.
+func rssOf(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/beige-dev/beige/internal/sandbox"
+	"github.com/beige-dev/beige/internal/sandbox/sandboxtest"
+)
+
+// e2e drives the real beige binary, as a user would.
+type e2e struct {
+	t     *testing.T
+	bin   string
+	home  string
+	port  int
+	agent string
+	env   []string
+}
+
+func newE2E(t *testing.T) *e2e {
+	t.Helper()
+	sandboxtest.RequireDocker(t)
+	e := &e2e{t: t, home: t.TempDir(), agent: "e2e-" + sandboxtest.Suffix()}
+	e.bin = sandboxtest.StaticBinary(t, "./cmd/beige")
+	helper := sandboxtest.HelperBinary(t)
+	e.port = freePort(t)
+	cfg := fmt.Sprintf(`{
+  llm: { providers: { anthropic: { apiKey: "${ANTHROPIC_API_KEY}" } } },
+  agents: { %q: { model: { provider: "anthropic", model: "claude-sonnet-4-6" }, sandbox: { image: %q } } },
+  gateway: { port: %d },
+}`, e.agent, sandboxtest.Image(t), e.port)
+	if err := os.WriteFile(filepath.Join(e.home, "config.json5"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.env = append(os.Environ(), "BEIGE_HOME="+e.home, "BEIGE_SANDBOX_BINARY="+helper,
+		"ANTHROPIC_API_KEY=canary-123", "BEIGE_SANDBOX_INSTANCE=e2e-"+sandboxtest.Suffix())
+	t.Cleanup(func() { sandboxtest.RemoveContainer(t, e.agent) })
+	return e
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func (e *e2e) url(path string) string { return fmt.Sprintf("http://127.0.0.1:%d%s", e.port, path) }
+
+// start runs `beige gateway start --foreground` and waits for /api/health.
+func (e *e2e) start() *exec.Cmd {
+	e.t.Helper()
+	cmd := exec.Command(e.bin, "gateway", "start", "--foreground")
+	cmd.Env = e.env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+		if e.t.Failed() {
+			e.t.Logf("gateway output:\n%s", out.String())
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(e.url("/api/health"))
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return cmd
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.t.Fatalf("gateway not healthy within 60 s:\n%s", out.String())
+	return nil
+}
+
+func (e *e2e) exec(command string) (string, error) {
+	body := fmt.Sprintf(`{"tool":"exec","params":{"command":%q}}`, command)
+	resp, err := http.Post(e.url("/api/agents/"+e.agent+"/exec"), "application/json", strings.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var res struct {
+		Content []struct{ Text string }
+		IsError bool
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil || resp.StatusCode != 200 || len(res.Content) == 0 {
+		return "", fmt.Errorf("exec %q: status %d, %v", command, resp.StatusCode, err)
+	}
+	return res.Content[0].Text, nil
+}
+
+func (e *e2e) containerID() string {
+	e.t.Helper()
+	c := sandboxtest.RequireDocker(e.t)
+	res, err := c.ContainerInspect(context.Background(), sandbox.ContainerName(e.agent), client.ContainerInspectOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return res.Container.ID
+}
+
+// TestRestartReattaches: a gateway killed with SIGKILL and started again
+// re-attaches to the same container and serves exec at once.
+func TestRestartReattaches(t *testing.T) {
+	e := newE2E(t)
+	gw := e.start()
+	if out, err := e.exec("echo one > /workspace/marker; env; cat /proc/1/environ"); err != nil || strings.Contains(out, "canary") {
+		t.Fatalf("%q %v", out, err)
+	}
+	id := e.containerID()
+	gw.Process.Signal(syscall.SIGKILL)
+	gw.Wait()
+
+	e.start()
+	healthy := time.Now()
+	out, err := e.exec("cat /workspace/marker")
+	if err != nil || !strings.Contains(out, "one") {
+		t.Fatalf("exec after restart: %q %v", out, err)
+	}
+	if d := time.Since(healthy); d > time.Second {
+		t.Errorf("first exec after restart took %v", d)
+	}
+	if got := e.containerID(); got != id {
+		t.Errorf("container recreated: %s -> %s", id, got)
+	}
+}
+
+// TestSigtermStopsPromptly: SIGTERM drains and exits well within a second
+// when nothing is in flight, leaving the sandbox running for the next start.
+func TestSigtermStopsPromptly(t *testing.T) {
+	e := newE2E(t)
+	gw := e.start()
+	if _, err := e.exec("true"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	gw.Process.Signal(syscall.SIGTERM)
+	err := gw.Wait()
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("SIGTERM -> exit took %v", d)
+	}
+	if err != nil {
+		t.Errorf("exit: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(e.home, "gateway.pid")); !os.IsNotExist(err) {
+		t.Error("pid file left behind")
+	}
+	e.containerID() // still there
+}
