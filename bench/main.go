@@ -229,4 +229,3 @@ func rssOf(pid int) int64 {
 	}
 	return 0
 }
-

@@ -15,9 +15,11 @@ import (
 // stub is a Backend that decodes exec calls like the gateway does, without sandboxes.
 type stub struct{ last proto.ExecRequest }
 
-func (s *stub) Health(context.Context) proto.Health     { return proto.Health{Status: "ok"} }
-func (s *stub) Agents(context.Context) []proto.AgentInfo { return []proto.AgentInfo{{Name: "assistant"}} }
-func (s *stub) Config(context.Context) proto.ConfigView  { return proto.ConfigView{} }
+func (s *stub) Health(context.Context) proto.Health { return proto.Health{Status: "ok"} }
+func (s *stub) Agents(context.Context) []proto.AgentInfo {
+	return []proto.AgentInfo{{Name: "assistant"}}
+}
+func (s *stub) Config(context.Context) proto.ConfigView { return proto.ConfigView{} }
 func (s *stub) Exec(ctx context.Context, agent string, req proto.ExecRequest) (proto.ToolResult, error) {
 	if agent != "assistant" {
 		return proto.ToolResult{}, proto.Errorf(http.StatusNotFound, "unknown agent %q", agent)
