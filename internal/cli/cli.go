@@ -106,6 +106,9 @@ type app struct {
 	streams    Streams
 	configPath string
 	gatewayURL string
+	// gatewayFlagSet is true when -g was given; otherwise commands that talk
+	// to the gateway use the config's host and port.
+	gatewayFlagSet bool
 }
 
 // annotation marking commands that use $BEIGE_HOME and so run setup first.
@@ -126,6 +129,7 @@ $BEIGE_HOME/config.json5 unless -c says otherwise.`,
 		SilenceErrors: true,
 		Version:       versionString(),
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			a.gatewayFlagSet = cmd.Flags().Changed("gateway")
 			if cmd.Annotations[needsHome] == "" {
 				return nil
 			}

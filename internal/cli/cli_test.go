@@ -47,12 +47,27 @@ func TestUsageErrorsExit2(t *testing.T) {
 	}
 }
 
-func TestNotImplementedYet(t *testing.T) {
+func TestGatewayNotRunning(t *testing.T) {
 	withHome(t)
-	for _, args := range [][]string{{"gateway", "stop"}, {"gateway", "status"}, {"gateway", "restart"}, {"gateway", "logs", "-f"}} {
-		code, out, errOut := run(t, args...)
-		if code != ExitUsage || !strings.Contains(errOut, "not implemented yet") || out != "" {
-			t.Errorf("%v: code %d stdout %q stderr %q", args, code, out, errOut)
+	if code, out, _ := run(t, "gateway", "stop"); code != 0 || !strings.Contains(out, "not running") {
+		t.Errorf("stop: %d %q", code, out)
+	}
+	if code, out, _ := run(t, "gateway", "status"); code != ExitNotRunning || !strings.Contains(out, "not running") {
+		t.Errorf("status: %d %q", code, out)
+	}
+	if code, _, errOut := run(t, "gateway", "logs"); code != ExitFailure || !strings.Contains(errOut, "no gateway log yet") {
+		t.Errorf("logs: %d %q", code, errOut)
+	}
+}
+
+func TestLastLines(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{{"a\nb\nc\n", 2, "b\nc\n"}, {"a\nb\nc", 2, "b\nc"}, {"a\n", 5, "a\n"}, {"", 3, ""}, {"a\nb\n", 0, "a\nb\n"}} {
+		if got := string(lastLines([]byte(tc.in), tc.n)); got != tc.want {
+			t.Errorf("lastLines(%q, %d) = %q", tc.in, tc.n, got)
 		}
 	}
 }
@@ -99,7 +114,7 @@ func TestTemplateValidatesOnceKeyIsSet(t *testing.T) {
 func TestLazySetup(t *testing.T) {
 	home := withHome(t)
 	code, _, errOut := run(t, "gateway", "status")
-	if code != ExitUsage || !strings.Contains(errOut, "first run") {
+	if code != ExitNotRunning || !strings.Contains(errOut, "first run") {
 		t.Errorf("%d %q", code, errOut)
 	}
 	if _, err := os.Stat(filepath.Join(home, "config.json5")); err != nil {

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -61,4 +62,30 @@ func (a *app) loadConfig() (*config.Config, error) {
 // loadOptions tells the config loader what is built into this binary.
 func loadOptions() *config.LoadOptions {
 	return nil
+}
+
+// loadClientConfig loads the config for a command that talks to a running
+// gateway: it needs only gateway.host, port, authToken and logFile, so a
+// variable unset in this shell (an API key, say) reads as empty instead of
+// failing. A config that still does not load gives nil and a warning; the
+// defaults (and -g) are used then.
+func (a *app) loadClientConfig() *config.Config {
+	path, err := a.config()
+	if err != nil {
+		return nil
+	}
+	opts := loadOptions()
+	if opts == nil {
+		opts = &config.LoadOptions{}
+	}
+	opts.LookupEnv = func(k string) (string, bool) {
+		v, _ := os.LookupEnv(k)
+		return v, true
+	}
+	cfg, err := config.Load(path, opts)
+	if err != nil {
+		fmt.Fprintf(a.streams.Err, "beige: warning: %s does not load (run beige config validate); using the defaults\n", path)
+		return nil
+	}
+	return cfg
 }

@@ -2,26 +2,40 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/gateway"
+	"github.com/beige-dev/beige/internal/home"
 	"github.com/beige-dev/beige/internal/logfile"
+	"github.com/beige-dev/beige/internal/proto"
 )
+
+// ExitNotRunning is what `gateway status` exits with when no gateway runs
+// (as LSB init scripts do).
+const ExitNotRunning = 3
 
 func (a *app) gatewayCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "gateway",
 		Short: "Start, stop and watch the gateway",
 	}
-	var foreground bool
+	var foreground, daemon bool
 	var timeout float64
 	var logLevel string
 	start := &cobra.Command{
@@ -31,6 +45,10 @@ func (a *app) gatewayCommand() *cobra.Command {
 or re-attaching to the beige-<agent> containers), and serves the HTTP API on
 gateway.host:gateway.port.
 
+By default it starts the gateway in the background, writes its pid to
+$BEIGE_HOME/gateway.pid, waits until /api/health answers (at most --timeout
+seconds) and tells where the logs are.
+
 With --foreground it runs until Ctrl-C or SIGTERM, which drains in-flight
 calls (at most 10 s) and exits. The sandboxes are left running so that the
 next start re-attaches to them at once; they are removed when their agent
@@ -38,48 +56,86 @@ is no longer in the config.`,
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{needsHome: "yes"},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !foreground {
-				return errNotImplemented("gateway start without --foreground")
+			if foreground {
+				return a.runForeground(cmd.Context(), logLevel, daemon)
 			}
-			return a.runForeground(cmd.Context(), logLevel)
+			return a.startBackground(logLevel, time.Duration(timeout*float64(time.Second)))
 		},
 	}
 	start.Flags().BoolVarP(&foreground, "foreground", "F", false, "run in the foreground; Ctrl-C or SIGTERM stops it")
 	start.Flags().Float64Var(&timeout, "timeout", 300, "seconds to wait for /api/health when starting in the background")
 	start.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	var follow bool
-	logs := &cobra.Command{
-		Use:         "logs",
-		Short:       "Print the gateway log",
+	start.Flags().BoolVar(&daemon, "daemon", false, "log to the log file only (used by the background start)")
+	start.Flags().MarkHidden("daemon")
+
+	var stopTimeout float64
+	stop := &cobra.Command{
+		Use:   "stop",
+		Short: "Stop the background gateway (SIGTERM, then SIGKILL after --timeout)",
+		Long: `Stop sends SIGTERM to the gateway named by $BEIGE_HOME/gateway.pid, which
+drains in-flight calls and exits; after --timeout seconds it sends SIGKILL.
+The sandboxes keep running for the next start. Stopping a gateway that does
+not run is not an error.`,
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{needsHome: "yes"},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return errNotImplemented("gateway logs")
+			return a.stopGateway(time.Duration(stopTimeout * float64(time.Second)))
+		},
+	}
+	stop.Flags().Float64Var(&stopTimeout, "timeout", 15, "seconds to wait after SIGTERM before SIGKILL")
+
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Show whether the gateway runs: pid, uptime, agents, sandboxes",
+		Long: `Status prints the pid and uptime of the gateway, its API address, and each
+agent's model and sandbox state. It exits 0 when the gateway runs and is
+healthy, 1 when it runs but is not healthy, and 3 when it does not run.`,
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{needsHome: "yes"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.gatewayStatus()
+		},
+	}
+
+	restart := &cobra.Command{
+		Use:   "restart",
+		Short: "Restart the gateway gracefully (or start it if it does not run)",
+		Long: `Restart asks a running gateway to restart in place (POST /api/gateway/restart):
+it drains in-flight calls, reloads the config from disk and starts again,
+keeping the running gateway when the new config does not validate. When no
+gateway runs, it starts one in the background.`,
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{needsHome: "yes"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.restartGateway(logLevel, time.Duration(timeout*float64(time.Second)))
+		},
+	}
+	restart.Flags().Float64Var(&timeout, "timeout", 300, "seconds to wait for /api/health")
+	restart.Flags().StringVar(&logLevel, "log-level", "info", "log level when a new gateway is started")
+
+	var follow bool
+	var lines int
+	logs := &cobra.Command{
+		Use:   "logs",
+		Short: "Print the gateway log (-f to follow it)",
+		Long: `Logs prints the end of the gateway log ($BEIGE_HOME/logs/gateway.log, or
+gateway.logFile) and, with -f, keeps printing new lines, across rotations,
+until Ctrl-C.`,
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{needsHome: "yes"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.gatewayLogs(cmd.Context(), follow, lines)
 		},
 	}
 	logs.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new lines")
-	notYet := func(use, short string) *cobra.Command {
-		return &cobra.Command{
-			Use:         use,
-			Short:       short,
-			Args:        cobra.NoArgs,
-			Annotations: map[string]string{needsHome: "yes"},
-			RunE: func(cmd *cobra.Command, args []string) error {
-				return errNotImplemented("gateway " + use)
-			},
-		}
-	}
-	cmd.AddCommand(start,
-		notYet("stop", "Stop the background gateway (SIGTERM, then SIGKILL after a bounded wait)"),
-		notYet("status", "Show whether the gateway runs: pid, uptime, agents, sandboxes"),
-		notYet("restart", "Restart the gateway gracefully"),
-		logs,
-	)
+	logs.Flags().IntVarP(&lines, "lines", "n", 100, "how many of the last lines to print first (0: all)")
+
+	cmd.AddCommand(start, stop, status, restart, logs)
 	return cmd
 }
 
 // runForeground runs the gateway until SIGINT or SIGTERM.
-func (a *app) runForeground(ctx context.Context, level string) error {
+func (a *app) runForeground(ctx context.Context, level string, daemon bool) error {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
 		return exitf(ExitUsage, "--log-level: %v", err)
@@ -92,16 +148,20 @@ func (a *app) runForeground(ctx context.Context, level string) error {
 	if err != nil {
 		return err
 	}
-	logPath := cfg.Gateway.LogFile
-	if logPath == "" {
-		logPath = h.GatewayLog()
+	if pid, ok := runningPID(h); ok && pid != os.Getpid() {
+		return exitf(ExitFailure, "a gateway already runs (pid %d); stop it first: beige gateway stop", pid)
 	}
+	logPath := logPathOf(cfg, h)
 	logFile, err := logfile.Open(logPath, &logfile.Options{MaxSizeBytes: cfg.Gateway.Log.MaxSizeBytes, MaxFiles: cfg.Gateway.Log.MaxFiles})
 	if err != nil {
 		return exitf(ExitFailure, "gateway log: %v", err)
 	}
 	defer logFile.Close()
-	logger := slog.New(slog.NewTextHandler(io.MultiWriter(a.streams.Err, logFile), &slog.HandlerOptions{Level: lvl}))
+	var out io.Writer = logFile
+	if !daemon {
+		out = io.MultiWriter(a.streams.Err, logFile)
+	}
+	logger := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: lvl}))
 	logger.Info("starting gateway", "config", cfg.File, "home", h.Dir, "log", logPath, "pid", os.Getpid())
 
 	if err := os.WriteFile(h.PIDFile(), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
@@ -118,6 +178,293 @@ func (a *app) runForeground(ctx context.Context, level string) error {
 		logger.Error("gateway failed", "err", err)
 		return exitf(ExitFailure, "%v", err)
 	}
-	fmt.Fprintln(a.streams.Err, "beige: gateway stopped")
+	if !daemon {
+		fmt.Fprintln(a.streams.Err, "beige: gateway stopped")
+	}
 	return nil
+}
+
+func logPathOf(cfg *config.Config, h home.Home) string {
+	if cfg != nil && cfg.Gateway.LogFile != "" {
+		return cfg.Gateway.LogFile
+	}
+	return h.GatewayLog()
+}
+
+// runningPID returns the pid in gateway.pid if that process is alive.
+func runningPID(h home.Home) (int, bool) {
+	data, err := os.ReadFile(h.PIDFile())
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 0 {
+		return 0, false
+	}
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return 0, false
+	}
+	return pid, true
+}
+
+// client talks to the running gateway: -g when given, else the config's
+// host and port, with the config's token.
+type client struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+func (a *app) client(cfg *config.Config, cmd *cobra.Command) *client {
+	c := &client{base: strings.TrimSuffix(a.gatewayURL, "/"), http: &http.Client{Timeout: 10 * time.Second}}
+	if cfg != nil {
+		c.token = cfg.Gateway.AuthToken.Reveal()
+		if !a.gatewayFlagSet {
+			host := cfg.Gateway.Host
+			if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+				host = "127.0.0.1"
+			}
+			c.base = "http://" + net.JoinHostPort(host, strconv.Itoa(cfg.Gateway.Port))
+		}
+	}
+	return c
+}
+
+func (c *client) do(ctx context.Context, method, path string, body io.Reader, out any) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if resp.StatusCode >= 400 {
+		var e proto.ErrorBody
+		if json.Unmarshal(data, &e) == nil && e.Error != "" && out == nil {
+			return resp.StatusCode, errors.New(e.Error)
+		}
+	}
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("%s %s: %v", method, path, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// startBackground starts `beige gateway start --foreground --daemon` detached
+// and waits for /api/health.
+func (a *app) startBackground(level string, timeout time.Duration) error {
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	h, err := a.home()
+	if err != nil {
+		return err
+	}
+	if pid, ok := runningPID(h); ok {
+		return exitf(ExitFailure, "a gateway already runs (pid %d); see: beige gateway status", pid)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return exitf(ExitFailure, "find the beige executable: %v", err)
+	}
+	args := []string{"-c", cfg.File, "gateway", "start", "--foreground", "--daemon", "--log-level", level}
+	child := exec.Command(exe, args...)
+	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return exitf(ExitFailure, "%v", err)
+	}
+	defer devnull.Close()
+	child.Stdin, child.Stdout, child.Stderr = devnull, devnull, devnull
+	if err := child.Start(); err != nil {
+		return exitf(ExitFailure, "start the gateway: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- child.Wait() }()
+	logPath := logPathOf(cfg, h)
+	c := a.client(cfg, nil)
+	fmt.Fprintf(a.streams.Err, "starting the gateway (pid %d), waiting for %s/api/health ...\n", child.Process.Pid, c.base)
+	deadline := time.Now().Add(timeout)
+	var last proto.Health
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			fmt.Fprintf(a.streams.Err, "the gateway exited (%v); the end of %s:\n", err, logPath)
+			tail(a.streams.Err, logPath, 15)
+			return &ExitError{Code: ExitFailure}
+		case <-time.After(100 * time.Millisecond):
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		code, err := c.do(ctx, "GET", "/api/health", nil, &last)
+		cancel()
+		if err == nil && code == http.StatusOK {
+			fmt.Fprintf(a.streams.Out, "gateway started: pid %d, API %s\nlogs: %s (beige gateway logs -f)\n", child.Process.Pid, c.base, logPath)
+			return nil
+		}
+		if err == nil && last.Status == "degraded" {
+			fmt.Fprintf(a.streams.Out, "gateway started but degraded: pid %d, API %s\n", child.Process.Pid, c.base)
+			for agent, problem := range last.Agents {
+				fmt.Fprintf(a.streams.Out, "  agent %s: %s\n", agent, problem)
+			}
+			fmt.Fprintf(a.streams.Out, "logs: %s\n", logPath)
+			return &ExitError{Code: ExitFailure}
+		}
+	}
+	return exitf(ExitFailure, "the gateway (pid %d) did not become healthy within %v; see %s", child.Process.Pid, timeout, logPath)
+}
+
+func (a *app) stopGateway(timeout time.Duration) error {
+	h, err := a.home()
+	if err != nil {
+		return err
+	}
+	pid, ok := runningPID(h)
+	if !ok {
+		os.Remove(h.PIDFile())
+		fmt.Fprintln(a.streams.Out, "the gateway is not running")
+		return nil
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return exitf(ExitFailure, "signal pid %d: %v", pid, err)
+	}
+	fmt.Fprintf(a.streams.Err, "stopping the gateway (pid %d) ...\n", pid)
+	if waitExit(pid, timeout) {
+		fmt.Fprintln(a.streams.Out, "gateway stopped")
+		return nil
+	}
+	fmt.Fprintf(a.streams.Err, "still running after %v: sending SIGKILL\n", timeout)
+	syscall.Kill(pid, syscall.SIGKILL)
+	if !waitExit(pid, 5*time.Second) {
+		return exitf(ExitFailure, "pid %d did not exit after SIGKILL", pid)
+	}
+	os.Remove(h.PIDFile())
+	fmt.Fprintln(a.streams.Out, "gateway killed")
+	return nil
+}
+
+// waitExit waits up to d for pid to exit.
+func waitExit(pid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return true
+		}
+		if isZombie(pid) {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+// isZombie reports whether pid has exited but not been reaped (only its
+// parent can reap it, and that may be us or nobody yet).
+func isZombie(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(data), ')')
+	return i > 0 && i+2 < len(data) && data[i+2] == 'Z'
+}
+
+func (a *app) gatewayStatus() error {
+	cfg := a.loadClientConfig()
+	h, err := a.home()
+	if err != nil {
+		return err
+	}
+	pid, ok := runningPID(h)
+	if !ok {
+		fmt.Fprintln(a.streams.Out, "gateway: not running")
+		return &ExitError{Code: ExitNotRunning}
+	}
+	uptime := "?"
+	if st, err := os.Stat(h.PIDFile()); err == nil {
+		uptime = time.Since(st.ModTime()).Round(time.Second).String()
+	}
+	c := a.client(cfg, nil)
+	fmt.Fprintf(a.streams.Out, "gateway: running, pid %d, up %s\nAPI:     %s\nlog:     %s\n", pid, uptime, c.base, logPathOf(cfg, h))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var health proto.Health
+	if _, err := c.do(ctx, "GET", "/api/health", nil, &health); err != nil {
+		fmt.Fprintf(a.streams.Out, "health:  no answer (%v)\n", err)
+		return &ExitError{Code: ExitFailure}
+	}
+	fmt.Fprintf(a.streams.Out, "health:  %s\n", health.Status)
+	if health.Config != "" {
+		fmt.Fprintf(a.streams.Out, "config:  the last reload was refused: %s\n", health.Config)
+	}
+	var agents proto.AgentList
+	if _, err := c.do(ctx, "GET", "/api/agents", nil, &agents); err == nil {
+		fmt.Fprintln(a.streams.Out, "agents:")
+		for _, ag := range agents.Agents {
+			state := "sandbox ready"
+			if p, bad := health.Agents[ag.Name]; bad {
+				state = "sandbox not ready: " + p
+			}
+			fmt.Fprintf(a.streams.Out, "  %-16s %s/%s, container beige-%s, %s\n", ag.Name, ag.Model.Provider, ag.Model.Model, ag.Name, state)
+		}
+	}
+	if health.Status != "ok" {
+		return &ExitError{Code: ExitFailure}
+	}
+	return nil
+}
+
+func (a *app) restartGateway(level string, timeout time.Duration) error {
+	cfg := a.loadClientConfig()
+	h, err := a.home()
+	if err != nil {
+		return err
+	}
+	if _, ok := runningPID(h); !ok {
+		fmt.Fprintln(a.streams.Err, "the gateway is not running; starting it")
+		return a.startBackground(level, timeout)
+	}
+	c := a.client(cfg, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var resp struct {
+		Status, Message string
+	}
+	code, err := c.do(ctx, "POST", "/api/gateway/restart", strings.NewReader("{}"), &resp)
+	if err != nil || code != http.StatusAccepted {
+		return exitf(ExitFailure, "restart request failed (%d): %v", code, err)
+	}
+	fmt.Fprintln(a.streams.Err, resp.Message)
+	// Wait for the restart to take effect and the gateway to be healthy again.
+	time.Sleep(200 * time.Millisecond)
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		var health proto.Health
+		hctx, hcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		code, err := c.do(hctx, "GET", "/api/health", nil, &health)
+		hcancel()
+		if err == nil && code == http.StatusOK {
+			if health.Config != "" {
+				return exitf(ExitFailure, "the new config was refused; the gateway runs on the old one: %s", health.Config)
+			}
+			fmt.Fprintln(a.streams.Out, "gateway restarted")
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return exitf(ExitFailure, "the gateway did not become healthy within %v after the restart", timeout)
 }

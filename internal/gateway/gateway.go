@@ -24,6 +24,7 @@ import (
 	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/home"
 	"github.com/beige-dev/beige/internal/httpapi"
+	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/policy"
 	"github.com/beige-dev/beige/internal/sandbox"
 	"github.com/beige-dev/beige/internal/tools"
@@ -55,6 +56,8 @@ type Gateway struct {
 	policy  *policy.Engine
 	runner  *tools.Runner
 	agents  map[string]*agentRuntime
+
+	catalogue *llm.Catalogue
 
 	ln      net.Listener
 	srv     *http.Server
@@ -106,6 +109,7 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	}
 	g.policy = policy.New(tools)
 	g.runner = newRunner(g.audit, g.policy, g.log)
+	g.catalogue = newCatalogue(cfg)
 
 	if g.opts.Runtime == nil {
 		if g.opts.HelperBinary == "" {

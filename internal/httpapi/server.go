@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/proto"
 )
 
@@ -30,6 +31,14 @@ type Backend interface {
 	// Exec runs a core tool. Bad input is a *proto.Error with status 400,
 	// an unknown agent one with 404.
 	Exec(ctx context.Context, agent string, req proto.ExecRequest) (proto.ToolResult, error)
+	// Models lists the agent's models (primary, then fallbacks) with metadata.
+	Models(ctx context.Context, agent string) ([]AgentModel, error)
+}
+
+// AgentModel is one entry of GET /api/agents/:name/models.
+type AgentModel struct {
+	llm.Model
+	ThinkingLevel string `json:"thinkingLevel"`
 }
 
 // Options configures the server. Host is the configured gateway.host; it
@@ -58,6 +67,7 @@ func New(b Backend, opts Options) *Server {
 	s.mux.HandleFunc("GET /api/agents", s.agents)
 	s.mux.HandleFunc("GET /api/config", s.config)
 	s.mux.HandleFunc("POST /api/agents/{name}/exec", s.exec)
+	s.mux.HandleFunc("GET /api/agents/{name}/models", s.models)
 	s.mux.HandleFunc("/", s.notFound)
 	return s
 }
@@ -222,4 +232,15 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	WriteJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	ms, err := s.backend.Models(r.Context(), r.PathValue("name"))
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, struct {
+		Models []AgentModel `json:"models"`
+	}{ms})
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/proto"
 	"github.com/beige-dev/beige/internal/tools"
 )
@@ -20,6 +21,13 @@ func (s *stub) Agents(context.Context) []proto.AgentInfo {
 	return []proto.AgentInfo{{Name: "assistant"}}
 }
 func (s *stub) Config(context.Context) proto.ConfigView { return proto.ConfigView{} }
+func (s *stub) Models(ctx context.Context, agent string) ([]AgentModel, error) {
+	if agent != "assistant" {
+		return nil, proto.Errorf(http.StatusNotFound, "unknown agent %q", agent)
+	}
+	return []AgentModel{{Model: llm.Model{ID: "claude-sonnet-4-6", Input: []string{"text"}}, ThinkingLevel: "off"}}, nil
+}
+
 func (s *stub) Exec(ctx context.Context, agent string, req proto.ExecRequest) (proto.ToolResult, error) {
 	if agent != "assistant" {
 		return proto.ToolResult{}, proto.Errorf(http.StatusNotFound, "unknown agent %q", agent)
@@ -64,6 +72,8 @@ func TestBadRequests(t *testing.T) {
 		{"wrong type", "POST", "/api/agents/assistant/exec", `{"tool":"exec","params":{"command":"ls","timeout":"5"}}`, 400, `timeout`},
 		{"tool wrong type", "POST", "/api/agents/assistant/exec", `{"tool":5}`, 400, `tool`},
 		{"unknown agent", "POST", "/api/agents/nobody/exec", `{"tool":"exec","params":{"command":"ls"}}`, 404, `unknown agent \"nobody\"`},
+		{"models", "GET", "/api/agents/assistant/models", ``, 200, `"id":"claude-sonnet-4-6"`},
+		{"models of unknown agent", "GET", "/api/agents/x/models", ``, 404, `unknown agent`},
 		{"unknown endpoint", "GET", "/api/nothing", ``, 404, `no such endpoint: GET /api/nothing`},
 		{"wrong method", "GET", "/api/agents/assistant/exec", ``, 404, `no such endpoint`},
 		{"oversize", "POST", "/api/agents/assistant/exec", `{"tool":"write","params":{"path":"/x","content":"` + strings.Repeat("a", MaxBodyBytes) + `"}}`, 413, "request body too large"},
