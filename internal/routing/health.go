@@ -1,0 +1,420 @@
+package routing
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+)
+
+// HealthFile is the name of the health file in $BEIGE_HOME/data.
+const HealthFile = "provider-health.json"
+
+// DefaultFlushDelay is how long failure counts may wait before they are
+// written; see HealthOptions.FlushDelay.
+const DefaultFlushDelay = 5 * time.Second
+
+// timeFormat is how times are written: RFC 3339 in UTC with milliseconds,
+// as JavaScript's Date.toISOString writes them.
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// maxLastError caps the stored error text, in bytes.
+const maxLastError = 500
+
+// maxFailures caps the failure count, which only grows between successes.
+const maxFailures = 1 << 30
+
+// HealthOptions tune a Health. Nil or zero fields mean the defaults.
+type HealthOptions struct {
+	// Logger receives warnings (unreadable file, failed writes); nil
+	// means slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now. Tests move it forward.
+	Now func() time.Time
+	// FlushDelay is how long a change that only touches failure counts
+	// (RecordFailure, RecordSuccess) may wait before it is written, so a
+	// burst of failures costs one write; 0 means DefaultFlushDelay, a
+	// negative value writes at once. Rate-limit cooldowns are always
+	// written at once.
+	FlushDelay time.Duration
+}
+
+// Health is the provider-health store: per "<provider>/<model>" key, the
+// rate-limit cooldown every session must respect, and the consecutive
+// failures and last error. It is persisted to one JSON file, written
+// atomically; it is safe for concurrent use.
+//
+// Cooldowns are written before RecordRateLimit returns; failure counts
+// and their resets are batched (FlushDelay) and written by Flush or Close
+// at the latest.
+type Health struct {
+	path  string // "" keeps the state in memory only
+	log   *slog.Logger
+	now   func() time.Time
+	delay time.Duration
+
+	mu      sync.Mutex
+	entries map[string]*healthEntry
+	dirty   bool
+	timer   *time.Timer // pending batched flush
+	closed  bool
+
+	wmu sync.Mutex // serialises writes; taken before mu
+}
+
+// healthEntry is one model's state.
+type healthEntry struct {
+	RateLimitedAt       time.Time // zero if none
+	RetryAfter          time.Time // end of the cooldown; zero if none
+	ConsecutiveFailures int
+	LastError           string
+}
+
+// HealthEntry is a copy of one model's state, as Health.Snapshot returns.
+type HealthEntry struct {
+	RateLimitedAt       time.Time // when the last rate limit was seen; zero if none
+	RetryAfter          time.Time // end of the cooldown; zero if none
+	ConsecutiveFailures int
+	LastError           string
+}
+
+// healthFile is the JSON shape of provider-health.json.
+type healthFile struct {
+	Providers   map[string]healthFileEntry `json:"providers"`
+	LastUpdated string                     `json:"lastUpdated"`
+}
+
+type healthFileEntry struct {
+	RateLimitedAt       string `json:"rateLimitedAt,omitempty"`
+	RetryAfter          string `json:"retryAfter,omitempty"`
+	ConsecutiveFailures int    `json:"consecutiveFailures"`
+	LastError           string `json:"lastError,omitempty"`
+}
+
+// OpenHealth loads the health file at path (usually
+// filepath.Join(home.DataDir(), HealthFile)). It never fails: a missing
+// file starts empty, and an unreadable or corrupt one is logged as a
+// warning and starts empty (it is replaced at the next write). Expired
+// cooldowns are dropped. An empty path keeps everything in memory.
+func OpenHealth(path string, opts *HealthOptions) *Health {
+	var o HealthOptions
+	if opts != nil {
+		o = *opts
+	}
+	h := &Health{
+		path: path, log: o.Logger, now: o.Now, delay: o.FlushDelay,
+		entries: map[string]*healthEntry{},
+	}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	if h.delay == 0 {
+		h.delay = DefaultFlushDelay
+	}
+	if path == "" {
+		return h
+	}
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return h
+	case err != nil:
+		h.log.Warn("provider health: cannot read file, starting empty", "path", path, "err", err)
+		return h
+	}
+	entries, err := decodeHealth(data, h.now())
+	if err != nil {
+		h.log.Warn("provider health: corrupt file, starting empty", "path", path, "err", err)
+		return h
+	}
+	h.entries = entries
+	return h
+}
+
+// decodeHealth parses a health file, dropping expired cooldowns and
+// fields it cannot read (a bad timestamp loses that field, not the file).
+// Only a file that is not a JSON object of the expected shape is an error.
+func decodeHealth(data []byte, now time.Time) (map[string]*healthEntry, error) {
+	var f healthFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", HealthFile, err)
+	}
+	entries := make(map[string]*healthEntry, len(f.Providers))
+	for key, fe := range f.Providers {
+		if key == "" {
+			continue
+		}
+		e := &healthEntry{
+			ConsecutiveFailures: min(max(fe.ConsecutiveFailures, 0), maxFailures),
+			LastError:           truncate(fe.LastError, maxLastError),
+		}
+		e.RateLimitedAt, _ = parseTime(fe.RateLimitedAt)
+		e.RetryAfter, _ = parseTime(fe.RetryAfter)
+		e.expire(now)
+		entries[key] = e
+	}
+	return entries, nil
+}
+
+func parseTime(s string) (time.Time, bool) {
+	if s == "" {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, false
+	}
+	// Kept as written back: UTC, milliseconds, a four-digit year.
+	t = t.UTC().Truncate(time.Millisecond)
+	if t.Year() < 1 || t.Year() > 9999 {
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(timeFormat)
+}
+
+// expire forgets a cooldown that has ended.
+func (e *healthEntry) expire(now time.Time) {
+	if !e.RetryAfter.After(now) {
+		e.RetryAfter = time.Time{}
+		e.RateLimitedAt = time.Time{}
+	}
+}
+
+// encodeHealth writes the entries as the health file, without expired
+// cooldowns; keys are sorted (encoding/json sorts map keys).
+func encodeHealth(entries map[string]*healthEntry, now time.Time) ([]byte, error) {
+	f := healthFile{Providers: make(map[string]healthFileEntry, len(entries)), LastUpdated: formatTime(now)}
+	for key, e := range entries {
+		c := *e
+		c.expire(now)
+		f.Providers[key] = healthFileEntry{
+			RateLimitedAt:       formatTime(c.RateLimitedAt),
+			RetryAfter:          formatTime(c.RetryAfter),
+			ConsecutiveFailures: c.ConsecutiveFailures,
+			LastError:           c.LastError,
+		}
+	}
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// Now returns the store's clock reading.
+func (h *Health) Now() time.Time { return h.now() }
+
+// CooldownUntil returns when key's rate-limit cooldown ends, if one is
+// active at now.
+func (h *Health) CooldownUntil(key string, now time.Time) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e := h.entries[key]
+	if e == nil || !e.RetryAfter.After(now) {
+		return time.Time{}, false
+	}
+	return e.RetryAfter, true
+}
+
+// RecordRateLimit starts (or lengthens) key's global cooldown until the
+// given time, counts a failure and writes the file before returning. A
+// shorter cooldown never shortens an active one.
+func (h *Health) RecordRateLimit(key string, until time.Time, err error) {
+	h.mu.Lock()
+	now := h.now()
+	e := h.entryLocked(key)
+	e.expire(now)
+	e.RateLimitedAt = now
+	if until.After(e.RetryAfter) {
+		e.RetryAfter = until
+	}
+	e.fail(err)
+	h.dirty = true
+	h.mu.Unlock()
+	h.Flush()
+}
+
+// RecordFailure counts a failure of key (not a rate limit). The write is
+// batched.
+func (h *Health) RecordFailure(key string, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.entryLocked(key).fail(err)
+	h.changedLocked()
+}
+
+// RecordSuccess resets key's consecutive failures. An active cooldown is
+// kept: a request that was already in flight when the provider started
+// refusing says nothing about the limit. The write, if anything changed,
+// is batched.
+func (h *Health) RecordSuccess(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e := h.entries[key]
+	if e == nil || e.ConsecutiveFailures == 0 {
+		return
+	}
+	e.ConsecutiveFailures = 0
+	h.changedLocked()
+}
+
+// Snapshot returns a copy of every entry, without expired cooldowns.
+func (h *Health) Snapshot() map[string]HealthEntry {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.now()
+	out := make(map[string]HealthEntry, len(h.entries))
+	for k, e := range h.entries {
+		c := *e
+		c.expire(now)
+		out[k] = HealthEntry(c)
+	}
+	return out
+}
+
+// Keys returns the keys with an entry, sorted.
+func (h *Health) Keys() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Sorted(maps.Keys(h.entries))
+}
+
+func (h *Health) entryLocked(key string) *healthEntry {
+	e := h.entries[key]
+	if e == nil {
+		e = &healthEntry{}
+		h.entries[key] = e
+	}
+	return e
+}
+
+// fail counts a failure and keeps its message.
+func (e *healthEntry) fail(err error) {
+	e.ConsecutiveFailures = min(e.ConsecutiveFailures+1, maxFailures)
+	if err != nil {
+		e.LastError = truncate(err.Error(), maxLastError)
+	}
+}
+
+// changedLocked marks the state dirty and schedules a batched write.
+func (h *Health) changedLocked() {
+	h.dirty = true
+	if h.path == "" || h.closed {
+		return
+	}
+	if h.delay < 0 {
+		go h.Flush()
+		return
+	}
+	if h.timer == nil {
+		h.timer = time.AfterFunc(h.delay, h.Flush)
+	}
+}
+
+// Flush writes the file now if anything changed since the last write. A
+// failed write is logged and retried at the next change.
+func (h *Health) Flush() {
+	h.wmu.Lock()
+	defer h.wmu.Unlock()
+	h.mu.Lock()
+	if h.timer != nil {
+		h.timer.Stop()
+		h.timer = nil
+	}
+	if !h.dirty || h.path == "" {
+		h.mu.Unlock()
+		return
+	}
+	data, err := encodeHealth(h.entries, h.now())
+	h.dirty = false
+	h.mu.Unlock()
+	if err == nil {
+		err = writeFileAtomic(h.path, data, 0o600)
+	}
+	if err != nil {
+		h.log.Warn("provider health: cannot write file", "path", h.path, "err", err)
+		h.mu.Lock()
+		h.dirty = true
+		h.mu.Unlock()
+	}
+}
+
+// Close writes pending changes and stops batching; later changes are
+// kept in memory, and cooldowns are still written at once.
+func (h *Health) Close() error {
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+	h.Flush()
+	return nil
+}
+
+// writeFileAtomic replaces path with data: a temporary file in the same
+// folder, synced, then renamed over path, then the folder synced.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+			_ = os.Remove(tmp)
+		}
+	}()
+	if err = f.Chmod(perm); err != nil {
+		return err
+	}
+	if _, err = f.Write(data); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return err
+	}
+	if d, derr := os.Open(dir); derr == nil {
+		_ = d.Sync() // best effort: makes the rename durable
+		_ = d.Close()
+	}
+	return nil
+}
+
+// truncate cuts s to at most n bytes (n ≥ 3), on a UTF-8 boundary, ending
+// in "…" when cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	n -= len("…")
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}
