@@ -10,6 +10,7 @@ import (
 
 	"github.com/beige-dev/beige/internal/proto"
 	"github.com/beige-dev/beige/internal/sandbox/helper"
+	"github.com/beige-dev/beige/internal/toolclient"
 )
 
 const usage = `usage: beige-sandbox idle|serve|version
@@ -56,10 +57,8 @@ func idle(sig <-chan os.Signal) int {
 }
 
 // runToolClient is the tool client run by the launchers in /tools/bin
-// (`exec /beige/tool-client <tool> "$@"`): it will send the tool request to
-// /beige/gateway.sock and print the answer. Not written yet.
+// (`exec /beige/tool-client <tool> "$@"`): it sends the tool request to
+// /beige/gateway.sock and prints the answer.
 func runToolClient(args []string) int {
-	_ = args
-	fmt.Fprintln(os.Stderr, "tool client not implemented yet")
-	return 2
+	return toolclient.Main(args, os.Getenv, os.Stdout, os.Stderr)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -49,9 +50,12 @@ func TestServeOverStdio(t *testing.T) {
 	}
 }
 
-func TestToolClientStub(t *testing.T) {
-	if code := run([]string{"/beige/tool-client", "git", "status"}, nil, nil, nil); code != 2 {
-		t.Errorf("tool-client = %d, want 2 (not implemented yet)", code)
+// TestToolClientDispatch: called as tool-client, the binary is the tool
+// client (which, with no gateway socket here, says it cannot reach it).
+func TestToolClientDispatch(t *testing.T) {
+	t.Setenv("BEIGE_GATEWAY_SOCKET", filepath.Join(t.TempDir(), "none.sock"))
+	if code := run([]string{"/beige/tool-client", "git", "status"}, nil, nil, nil); code != proto.ExitUnreachable {
+		t.Errorf("tool-client = %d, want %d", code, proto.ExitUnreachable)
 	}
 }
 
@@ -76,7 +80,7 @@ func TestIdle(t *testing.T) {
 }
 
 // TestDeps keeps the in-sandbox binary small: only the standard library and
-// the two beige packages it needs.
+// the three beige packages it needs.
 func TestDeps(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").Output()
 	if err != nil {
@@ -86,6 +90,7 @@ func TestDeps(t *testing.T) {
 		"github.com/beige-dev/beige/cmd/beige-sandbox":       true,
 		"github.com/beige-dev/beige/internal/proto":          true,
 		"github.com/beige-dev/beige/internal/sandbox/helper": true,
+		"github.com/beige-dev/beige/internal/toolclient":     true,
 	}
 	for _, pkg := range strings.Fields(string(out)) {
 		first, _, _ := strings.Cut(pkg, "/")

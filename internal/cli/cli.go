@@ -207,7 +207,7 @@ func (a *app) ensureHome() error {
 	if h.Exists() {
 		return nil
 	}
-	created, err := h.Setup()
+	created, err := setupHome(h)
 	if err != nil {
 		return exitf(ExitFailure, "%v", err)
 	}

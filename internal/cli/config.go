@@ -8,6 +8,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/beige-dev/beige/internal/config"
+	"github.com/beige-dev/beige/internal/llm"
+	_ "github.com/beige-dev/beige/internal/llm/providers" // the provider APIs
+	"github.com/beige-dev/beige/internal/plugin"
+	_ "github.com/beige-dev/beige/internal/plugin/builtin" // the built-in plugins
 )
 
 func (a *app) configCommand() *cobra.Command {
@@ -59,9 +63,10 @@ func (a *app) loadConfig() (*config.Config, error) {
 	return cfg, nil
 }
 
-// loadOptions tells the config loader what is built into this binary.
+// loadOptions tells the config loader what is built into this binary: the
+// built-in plugins and the provider APIs.
 func loadOptions() *config.LoadOptions {
-	return nil
+	return &config.LoadOptions{Builtins: plugin.Builtins(), SupportedAPI: llm.HasAPI}
 }
 
 // loadClientConfig loads the config for a command that talks to a running
@@ -75,9 +80,6 @@ func (a *app) loadClientConfig() *config.Config {
 		return nil
 	}
 	opts := loadOptions()
-	if opts == nil {
-		opts = &config.LoadOptions{}
-	}
 	opts.LookupEnv = func(k string) (string, bool) {
 		v, _ := os.LookupEnv(k)
 		return v, true

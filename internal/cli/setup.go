@@ -4,6 +4,9 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/beige-dev/beige/internal/home"
+	"github.com/beige-dev/beige/internal/plugin"
 )
 
 func (a *app) setupCommand() *cobra.Command {
@@ -20,7 +23,7 @@ is safe to run again. Other commands run it on first use.`,
 			if err != nil {
 				return err
 			}
-			created, err := h.Setup()
+			created, err := setupHome(h)
 			if err != nil {
 				return exitf(ExitFailure, "%v", err)
 			}
@@ -34,4 +37,18 @@ is safe to run again. Other commands run it on first use.`,
 			return nil
 		},
 	}
+}
+
+// setupHome creates the $BEIGE_HOME layout and writes the built-in plugins'
+// documentation to $BEIGE_HOME/tools (refreshed on every setup, since it
+// belongs to this version of beige).
+func setupHome(h home.Home) ([]string, error) {
+	created, err := h.Setup()
+	if err != nil {
+		return created, err
+	}
+	if err := plugin.WriteDocs(h.ToolsDir()); err != nil {
+		return created, fmt.Errorf("setup: %w", err)
+	}
+	return created, nil
 }

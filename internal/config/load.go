@@ -22,6 +22,9 @@ type LoadOptions struct {
 	// Builtins are the plugins compiled into the binary, by name. A plugin
 	// entry without a path must name one of them.
 	Builtins map[string]*Manifest
+	// SupportedAPI, when set, tells whether this build can speak a
+	// provider API; a provider whose api it refuses is an error.
+	SupportedAPI func(api string) bool
 }
 
 // Load reads, interpolates and validates the config file at path. Every
@@ -125,7 +128,7 @@ func Parse(path string, data []byte, opts *LoadOptions) (*Config, error) {
 		cfg.AgentOrder = append([]string(nil), n.keys...)
 	}
 	applyDefaults(cfg)
-	v := &validator{d: d, cfg: cfg, builtins: opts.Builtins}
+	v := &validator{d: d, cfg: cfg, builtins: opts.Builtins, supportedAPI: opts.SupportedAPI}
 	v.validate()
 	if len(d.errs) > 0 {
 		d.errs.sort()

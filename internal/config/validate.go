@@ -46,9 +46,10 @@ var reservedTargets = []string{"/workspace", "/tools", "/beige", "/skills", "/pr
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 type validator struct {
-	d        *decoder
-	cfg      *Config
-	builtins map[string]*Manifest
+	d            *decoder
+	cfg          *Config
+	builtins     map[string]*Manifest
+	supportedAPI func(string) bool
 }
 
 func (v *validator) errorAt(path, format string, args ...any) { v.d.errorAt(path, format, args...) }
@@ -91,6 +92,8 @@ func (v *validator) providers() {
 				msg = fmt.Sprintf("unknown api %q (did you mean %q?)", p.API, s)
 			}
 			v.errorAt(path+".api", "%s", msg)
+		} else if v.supportedAPI != nil && !v.supportedAPI(p.API) {
+			v.errorAt(path+".api", "api %q is not supported by this build of beige yet", p.API)
 		}
 		if p.BaseURL != "" {
 			u, err := url.Parse(p.BaseURL)

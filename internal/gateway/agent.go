@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/sandbox"
+	"github.com/beige-dev/beige/internal/toolbridge"
 )
 
 // agentRuntime is one configured agent and its sandbox.
@@ -15,6 +17,8 @@ type agentRuntime struct {
 	g    *Gateway
 	name string
 	cfg  *config.Agent
+
+	bridge *toolbridge.Server // the agent's socket, mounted at /beige/gateway.sock
 
 	mu  sync.Mutex
 	sb  sandbox.Sandbox
@@ -26,11 +30,34 @@ func newAgentRuntime(g *Gateway, name string, cfg *config.Agent) *agentRuntime {
 }
 
 // workspace is the host folder mounted at /workspace.
-func (a *agentRuntime) workspace() string {
-	if a.cfg.WorkspaceDir != "" {
-		return a.cfg.WorkspaceDir
+func (a *agentRuntime) workspace() string { return a.g.plugins.Workspace(a.name) }
+
+// openToolBridge writes the agent's launchers and listens on its socket,
+// before its sandbox starts.
+func (a *agentRuntime) openToolBridge() error {
+	h := a.g.home
+	if err := toolbridge.WriteLaunchers(h.Launchers(a.name), a.g.plugins.Launchers(a.name)); err != nil {
+		return fmt.Errorf("launchers of agent %q: %w", a.name, err)
 	}
-	return a.g.home.Workspace(a.name)
+	if err := os.MkdirAll(h.SocketDir(a.name), 0o700); err != nil {
+		return fmt.Errorf("socket folder of agent %q: %w", a.name, err)
+	}
+	srv, err := toolbridge.Listen(h.Socket(a.name), a.name, a.g.plugins.Handle, &toolbridge.Options{Logger: a.g.log.With("component", "toolbridge")})
+	if err != nil {
+		return fmt.Errorf("socket of agent %q: %w", a.name, err)
+	}
+	a.bridge = srv
+	if err := toolbridge.LinkSocket(h.SocketLink(a.name), filepath.Join(a.name, "gateway.sock")); err != nil {
+		return fmt.Errorf("socket link of agent %q: %w", a.name, err)
+	}
+	return nil
+}
+
+func (a *agentRuntime) closeToolBridge() error {
+	if a.bridge == nil {
+		return nil
+	}
+	return a.bridge.Close()
 }
 
 // spec is the sandbox this agent needs.
@@ -43,6 +70,8 @@ func (a *agentRuntime) spec() sandbox.Spec {
 		Launchers:    h.Launchers(a.name),
 		PackagesDir:  h.Packages(a.name),
 		SocketDir:    h.SocketDir(a.name),
+		Packages:     a.g.plugins.Packages(a.name),
+		Skills:       a.g.plugins.Skills(a.name),
 		HelperBinary: a.g.opts.HelperBinary,
 		Env:          s.ExtraEnv,
 		MemoryLimit:  int64(s.MemoryLimit),
@@ -66,10 +95,6 @@ func (a *agentRuntime) ensure(ctx context.Context) (sandbox.Sandbox, error) {
 	defer a.mu.Unlock()
 	if a.sb != nil {
 		return a.sb, nil
-	}
-	if err := os.MkdirAll(a.g.home.SocketsDir(), 0o700); err != nil {
-		a.err = err
-		return nil, err
 	}
 	sb, err := a.g.runtime.Ensure(ctx, a.spec())
 	if err != nil {

@@ -63,6 +63,8 @@ func (g *Gateway) Agents(ctx context.Context) []proto.AgentInfo {
 			Tools:          a.cfg.Tools,
 			Skills:         a.cfg.Skills,
 			WorkspaceDir:   a.workspace(),
+			ToolContext:    g.plugins.ToolContext(name),
+			SkillContext:   g.plugins.SkillContext(name),
 		})
 	}
 	return out

@@ -25,6 +25,8 @@ import (
 	"github.com/beige-dev/beige/internal/home"
 	"github.com/beige-dev/beige/internal/httpapi"
 	"github.com/beige-dev/beige/internal/llm"
+	"github.com/beige-dev/beige/internal/plugin"
+	_ "github.com/beige-dev/beige/internal/plugin/builtin" // the built-in plugins
 	"github.com/beige-dev/beige/internal/policy"
 	"github.com/beige-dev/beige/internal/sandbox"
 	"github.com/beige-dev/beige/internal/tools"
@@ -58,6 +60,7 @@ type Gateway struct {
 	agents  map[string]*agentRuntime
 
 	catalogue *llm.Catalogue
+	plugins   *plugin.Host
 
 	ln      net.Listener
 	srv     *http.Server
@@ -110,6 +113,10 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	g.policy = policy.New(tools)
 	g.runner = newRunner(g.audit, g.policy, g.log)
 	g.catalogue = newCatalogue(cfg)
+	g.plugins, err = plugin.NewHost(cfg, &plugin.Options{Home: g.home, Audit: g.audit, Freeze: g.freeze, Logger: g.log.With("component", "plugins")})
+	if err != nil {
+		return nil, fmt.Errorf("load plugins: %w", err)
+	}
 
 	if g.opts.Runtime == nil {
 		if g.opts.HelperBinary == "" {
@@ -149,7 +156,11 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	g.log.Info("listening", "url", "http://"+g.ln.Addr().String())
 
 	for _, name := range cfg.AgentOrder {
-		g.agents[name] = newAgentRuntime(g, name, cfg.Agents[name])
+		a := newAgentRuntime(g, name, cfg.Agents[name])
+		g.agents[name] = a
+		if err := a.openToolBridge(); err != nil {
+			return nil, err
+		}
 	}
 	if err := g.prepareSandboxes(ctx); err != nil {
 		return nil, err
@@ -211,6 +222,14 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 			}
 			cancel()
 		}
+		for _, a := range g.agents {
+			errs = append(errs, a.closeToolBridge())
+		}
+		if g.plugins != nil {
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			errs = append(errs, g.plugins.Close(pctx))
+			cancel()
+		}
 		if g.runtime != nil {
 			errs = append(errs, g.runtime.Close())
 		}
@@ -232,4 +251,22 @@ func Run(ctx context.Context, opts Options) error {
 	<-ctx.Done()
 	g.log.Info("stopping")
 	return g.Shutdown(context.Background())
+}
+
+// freeze pauses the agent's sandbox while a plugin tool checks and then uses
+// workspace files (plugin.Options.Freeze).
+func (g *Gateway) freeze(ctx context.Context, agent string) (func(), error) {
+	a, ok := g.agents[agent]
+	if !ok {
+		return nil, fmt.Errorf("unknown agent %q", agent)
+	}
+	sb, err := a.ensure(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f, ok := sb.(sandbox.Freezer)
+	if !ok {
+		return nil, fmt.Errorf("the sandbox of agent %q cannot be frozen", agent)
+	}
+	return f.Freeze(ctx)
 }

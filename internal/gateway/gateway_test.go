@@ -17,6 +17,7 @@ import (
 	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/home"
+	"github.com/beige-dev/beige/internal/plugin"
 	"github.com/beige-dev/beige/internal/proto"
 	"github.com/beige-dev/beige/internal/sandbox"
 	"github.com/beige-dev/beige/internal/sandbox/sandboxtest"
@@ -33,6 +34,18 @@ type testGateway struct {
 // startGateway starts a gateway with one agent per name (each given a
 // random suffix, so that test processes do not collide).
 func startGateway(t *testing.T, names ...string) *testGateway {
+	return startGatewayWith(t, gatewaySetup{names: names})
+}
+
+// gatewaySetup shapes the config of a test gateway.
+type gatewaySetup struct {
+	names   []string
+	plugins string            // the text of the plugins object, e.g. "git: {}"
+	extra   map[string]string // agent name (without suffix) -> more keys of that agent
+	sandbox map[string]string // agent name -> more keys of its sandbox
+}
+
+func startGatewayWith(t *testing.T, s gatewaySetup) *testGateway {
 	t.Helper()
 	sandboxtest.RequireDocker(t)
 	image := sandboxtest.Image(t)
@@ -42,11 +55,11 @@ func startGateway(t *testing.T, names ...string) *testGateway {
 	}
 	var agents []string
 	var b strings.Builder
-	b.WriteString("{ llm: { providers: { anthropic: { apiKey: 'k' } } }, agents: {\n")
-	for _, n := range names {
+	fmt.Fprintf(&b, "{ llm: { providers: { anthropic: { apiKey: 'k' } } }, plugins: { %s }, agents: {\n", s.plugins)
+	for _, n := range s.names {
 		a := n + "-" + sandboxtest.Suffix()
 		agents = append(agents, a)
-		fmt.Fprintf(&b, "  %q: { model: { provider: 'anthropic', model: 'm' }, sandbox: { image: %q } },\n", a, image)
+		fmt.Fprintf(&b, "  %q: { model: { provider: 'anthropic', model: 'm' }, sandbox: { image: %q, %s }, %s },\n", a, image, s.sandbox[n], s.extra[n])
 		t.Cleanup(func() { sandboxtest.RemoveContainer(t, a) })
 	}
 	b.WriteString("} }")
@@ -54,7 +67,7 @@ func startGateway(t *testing.T, names ...string) *testGateway {
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(path, nil)
+	cfg, err := config.Load(path, &config.LoadOptions{Builtins: plugin.Builtins()})
 	if err != nil {
 		t.Fatal(err)
 	}

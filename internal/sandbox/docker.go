@@ -34,6 +34,8 @@ type dockerAPI interface {
 	ContainerCreate(ctx context.Context, options client.ContainerCreateOptions) (client.ContainerCreateResult, error)
 	ContainerStart(ctx context.Context, id string, options client.ContainerStartOptions) (client.ContainerStartResult, error)
 	ContainerRemove(ctx context.Context, id string, options client.ContainerRemoveOptions) (client.ContainerRemoveResult, error)
+	ContainerPause(ctx context.Context, id string, options client.ContainerPauseOptions) (client.ContainerPauseResult, error)
+	ContainerUnpause(ctx context.Context, id string, options client.ContainerUnpauseOptions) (client.ContainerUnpauseResult, error)
 	ExecCreate(ctx context.Context, id string, options client.ExecCreateOptions) (client.ExecCreateResult, error)
 	ExecAttach(ctx context.Context, execID string, options client.ExecAttachOptions) (client.ExecAttachResult, error)
 	ExecInspect(ctx context.Context, execID string, options client.ExecInspectOptions) (client.ExecInspectResult, error)
@@ -172,6 +174,13 @@ func (d *Docker) ensure(ctx context.Context, spec Spec) (*dockerSandbox, error) 
 		switch c.State.Status {
 		case container.StateRunning:
 			log.Debug("sandbox re-attached", "id", shortID(c.ID))
+			return d.track(ctx, spec, c.ID), nil
+		case container.StatePaused:
+			// A gateway stopped while it had the sandbox frozen.
+			if _, err := d.api.ContainerUnpause(ctx, c.ID, client.ContainerUnpauseOptions{}); err != nil {
+				return nil, fmt.Errorf("unpause container %s: %w", name, err)
+			}
+			log.Info("sandbox was left paused; resumed it", "id", shortID(c.ID))
 			return d.track(ctx, spec, c.ID), nil
 		case container.StateCreated, container.StateExited:
 			if err := prepareHost(spec); err != nil { // a host folder may have gone meanwhile

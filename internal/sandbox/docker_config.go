@@ -237,7 +237,11 @@ func prepareHost(spec Spec) error {
 		if dir == "" {
 			continue
 		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		mode := os.FileMode(0o755)
+		if dir == spec.SocketDir {
+			mode = 0o700 // the agent's socket: only the gateway's user (and the sandbox's root) may enter
+		}
+		if err := os.MkdirAll(dir, mode); err != nil {
 			return fmt.Errorf("prepare host folder: %w", err)
 		}
 	}

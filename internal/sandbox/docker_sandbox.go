@@ -42,9 +42,44 @@ type dockerSandbox struct {
 	hc      *helperClient // nil until started, or after it died
 	retryAt time.Time     // no helper start before this
 	closed  bool
+
+	fmu    sync.Mutex
+	frozen int // how many Freezes are not thawed yet
 }
 
-var _ Sandbox = (*dockerSandbox)(nil)
+var (
+	_ Sandbox = (*dockerSandbox)(nil)
+	_ Freezer = (*dockerSandbox)(nil)
+)
+
+// Freeze implements Freezer with docker pause (the cgroup freezer).
+func (s *dockerSandbox) Freeze(ctx context.Context) (func(), error) {
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
+	if s.frozen == 0 {
+		if _, err := s.d.api.ContainerPause(ctx, s.id, client.ContainerPauseOptions{}); err != nil {
+			return nil, fmt.Errorf("freeze sandbox %q: %w", s.agent, err)
+		}
+	}
+	s.frozen++
+	var once sync.Once
+	return func() { once.Do(s.thaw) }, nil
+}
+
+func (s *dockerSandbox) thaw() {
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
+	s.frozen--
+	if s.frozen > 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.d.api.ContainerUnpause(ctx, s.id, client.ContainerUnpauseOptions{}); err != nil {
+		// The next Ensure unpauses a sandbox it finds paused.
+		s.log.Error("could not unpause the sandbox", "err", err)
+	}
+}
 
 func newDockerSandbox(d *Docker, spec Spec, id string) *dockerSandbox {
 	return &dockerSandbox{

@@ -707,3 +707,60 @@ func TestGatewaySocket(t *testing.T) {
 		t.Errorf("restarted gateway: %q", got)
 	}
 }
+
+func TestFreeze(t *testing.T) {
+	instance := "test-" + sandboxtest.Suffix()
+	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{Instance: instance})
+	spec := sandboxtest.NewSpec(t, "freeze")
+	sb := ensure(t, rt, spec)
+	sh(t, sb, "true")
+	f := sb.(sandbox.Freezer)
+	thaw1, err := f.Freeze(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	thaw2, err := f.Freeze(context.Background()) // freezes nest
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := func() string {
+		info, err := inspect(t, sb.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(info.Container.State.Status)
+	}
+	if s := state(); s != "paused" {
+		t.Fatalf("state %s while frozen", s)
+	}
+	// Nothing runs in a frozen sandbox.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, err = sb.Exec(ctx, sandbox.ExecRequest{Command: "true"})
+	cancel()
+	if err == nil {
+		t.Error("exec ran in a frozen sandbox")
+	}
+	thaw1()
+	thaw1() // thaw is idempotent
+	if s := state(); s != "paused" {
+		t.Fatalf("state %s after one of two thaws", s)
+	}
+	thaw2()
+	if s := state(); s != "running" {
+		t.Fatalf("state %s after the last thaw", s)
+	}
+	sh(t, sb, "true")
+
+	// A gateway that died mid-freeze leaves the sandbox paused; the next
+	// Ensure resumes it and keeps the container.
+	if _, err := f.Freeze(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rt.Close()
+	rt2 := sandboxtest.NewRuntime(t, sandbox.DockerOptions{Instance: instance})
+	sb2 := ensure(t, rt2, spec)
+	if sb2.ID() != sb.ID() || state() != "running" {
+		t.Fatalf("after Ensure: id %s (was %s), state %s", sb2.ID(), sb.ID(), state())
+	}
+	sh(t, sb2, "true")
+}

@@ -75,6 +75,14 @@ func (f *fakeAPI) ImageInspect(_ context.Context, ref string, _ ...client.ImageI
 	return client.ImageInspectResult{InspectResponse: image.InspectResponse{ID: id}}, nil
 }
 
+func (f *fakeAPI) ContainerPause(_ context.Context, id string, _ client.ContainerPauseOptions) (client.ContainerPauseResult, error) {
+	return client.ContainerPauseResult{}, f.record("ContainerPause " + id)
+}
+
+func (f *fakeAPI) ContainerUnpause(_ context.Context, id string, _ client.ContainerUnpauseOptions) (client.ContainerUnpauseResult, error) {
+	return client.ContainerUnpauseResult{}, f.record("ContainerUnpause " + id)
+}
+
 func (f *fakeAPI) ImageImport(context.Context, client.ImageImportSource, string, client.ImageImportOptions) (client.ImageImportResult, error) {
 	return nil, errors.New("fake: no import")
 }

@@ -102,6 +102,14 @@ type Sandbox interface {
 	WriteFile(ctx context.Context, path string, data []byte) error
 }
 
+// Freezer is an optional ability of a Sandbox: Freeze stops every process
+// in it until thaw is called, so that the gateway can check files of the
+// workspace and then use them without the agent changing them in between.
+// Freezes nest: the sandbox runs again when every thaw has been called.
+type Freezer interface {
+	Freeze(ctx context.Context) (thaw func(), err error)
+}
+
 // Runtime creates and tracks sandboxes. Docker is the one implementation
 // today; gVisor (through Spec.Runtime), remote engines and Kubernetes fit
 // behind the same interface.

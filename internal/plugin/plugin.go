@@ -1,0 +1,233 @@
+// Package plugin is Beige's plugin system. A plugin adds tools (run on the
+// gateway host when a sandbox calls them through its launcher), hooks,
+// skills and channels, all through one Registrar.
+//
+// Plugins come in two kinds:
+//
+//   - built-in plugins, compiled into the binary: a package calls Register
+//     from init() and one file of blank imports (internal/plugin/builtin)
+//     decides which are built in;
+//   - external plugins: a folder whose plugin.json has a "run" command, run
+//     on the host for each call (see RunSpec in package config).
+//
+// A Host loads the plugins a config names, checks that every agent's tools
+// and skills resolve, and runs tool calls: policy, audit, hooks and the
+// handler (Host.Handle).
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/beige-dev/beige/internal/config"
+)
+
+// Builtin is a plugin compiled into the binary.
+type Builtin struct {
+	// Name is the plugin's name: its key under plugins in config.json5 (or
+	// the "name" of a plugin.json in a folder without a run command), and
+	// the "name" in its own plugin.json.
+	Name string
+	// Docs holds plugin.json, README.md and SKILL.md at its root, usually
+	// from go:embed. They are written to $BEIGE_HOME/tools/<name> and
+	// mounted read-only at /tools/packages/<name> in the sandbox.
+	Docs fs.FS
+	// New creates the plugin for one gateway run. Once New has succeeded,
+	// the plugin is stopped (if it is a Stopper) when the Host closes or
+	// fails to load, even if its Register failed: Stop must be safe then.
+	New func(env Env) (Plugin, error)
+}
+
+// DocFiles are the files a plugin's documentation folder holds.
+var DocFiles = []string{"plugin.json", "README.md", "SKILL.md"}
+
+// Plugin is a loaded plugin. Register declares what it provides; the
+// Registrar is only valid during the call.
+type Plugin interface {
+	Register(r *Registrar) error
+}
+
+// Stopper is implemented by plugins that hold resources (background
+// goroutines, connections). Plugins are stopped in the reverse of the order
+// they were started.
+type Stopper interface {
+	Stop(ctx context.Context) error
+}
+
+// RegisterFunc turns a function into a Plugin without state.
+type RegisterFunc func(r *Registrar) error
+
+// Register calls f.
+func (f RegisterFunc) Register(r *Registrar) error { return f(r) }
+
+// Env is what a plugin is given when it is created.
+type Env struct {
+	// Name is the plugin's key in config.json5.
+	Name string
+	// Dir is the plugin's folder: the configured path, or for a built-in
+	// plugin without one, its documentation folder under $BEIGE_HOME/tools.
+	Dir string
+	// Manifest is the plugin's plugin.json.
+	Manifest *config.Manifest
+	// Config is the plugin's configuration: the manifest's defaultConfig
+	// deep-merged with plugins.<name>.config. A tool call sees it merged
+	// further with the agent's pluginConfigs (Call.Config).
+	Config map[string]any
+	// DataDir is $BEIGE_HOME/data/<name>, for the plugin's own files. It is
+	// not created for the plugin.
+	DataDir string
+	// Logger logs with the plugin's name attached.
+	Logger *slog.Logger
+}
+
+var (
+	regMu    sync.RWMutex
+	registry = map[string]Builtin{}
+)
+
+// Register adds a built-in plugin. It is meant to be called from init() and
+// panics on a programming error: an empty name, missing Docs or New, a
+// plugin.json that does not parse or names another plugin, or a name
+// registered twice.
+func Register(b Builtin) {
+	if b.Name == "" || b.Docs == nil || b.New == nil {
+		panic("plugin: Register needs a Name, Docs and New")
+	}
+	m, err := readDocsManifest(b.Docs)
+	if err != nil {
+		panic(fmt.Sprintf("plugin: built-in %q: %v", b.Name, err))
+	}
+	if m.Name != b.Name {
+		panic(fmt.Sprintf("plugin: built-in %q: plugin.json names %q", b.Name, m.Name))
+	}
+	regMu.Lock()
+	defer regMu.Unlock()
+	if _, dup := registry[b.Name]; dup {
+		panic(fmt.Sprintf("plugin: built-in %q registered twice", b.Name))
+	}
+	registry[b.Name] = b
+}
+
+// Lookup returns the built-in plugin called name.
+func Lookup(name string) (Builtin, bool) {
+	regMu.RLock()
+	defer regMu.RUnlock()
+	b, ok := registry[name]
+	return b, ok
+}
+
+func registered() map[string]Builtin {
+	regMu.RLock()
+	defer regMu.RUnlock()
+	return maps.Clone(registry)
+}
+
+// Builtins returns the manifests of the built-in plugins by name, for
+// config validation (config.LoadOptions.Builtins).
+func Builtins() map[string]*config.Manifest {
+	return builtinManifests(registered())
+}
+
+func builtinManifests(bs map[string]Builtin) map[string]*config.Manifest {
+	out := make(map[string]*config.Manifest, len(bs))
+	for name, b := range bs {
+		m, err := readDocsManifest(b.Docs)
+		if err != nil { // checked by Register
+			continue
+		}
+		out[name] = m
+	}
+	return out
+}
+
+func readDocsManifest(docs fs.FS) (*config.Manifest, error) {
+	data, err := fs.ReadFile(docs, "plugin.json")
+	if err != nil {
+		return nil, fmt.Errorf("plugin.json: %w", err)
+	}
+	var m config.Manifest
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("plugin.json: %w", err)
+	}
+	if m.Name == "" {
+		return nil, errors.New("plugin.json: missing \"name\"")
+	}
+	return &m, nil
+}
+
+// WriteDocs writes each built-in plugin's plugin.json, README.md and
+// SKILL.md to toolsDir/<plugin>/ ($BEIGE_HOME/tools), replacing what is
+// there: the documentation belongs to the binary's version. Files already
+// up to date are left alone. `beige setup` calls it; a Host also refreshes
+// the folders of the built-ins a config uses.
+func WriteDocs(toolsDir string) error {
+	bs := registered()
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(bs)) {
+		if err := writeDocs(toolsDir, bs[name]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func writeDocs(toolsDir string, b Builtin) error {
+	dir := filepath.Join(toolsDir, b.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("plugin %s: write docs: %w", b.Name, err)
+	}
+	for _, f := range DocFiles {
+		data, err := fs.ReadFile(b.Docs, f)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("plugin %s: read embedded %s: %w", b.Name, f, err)
+		}
+		if err := writeFileAtomic(filepath.Join(dir, f), data, 0o644); err != nil {
+			return fmt.Errorf("plugin %s: write docs: %w", b.Name, err)
+		}
+	}
+	return nil
+}
+
+// writeFileAtomic writes data to p through a temporary file and a rename,
+// unless p already holds exactly data with mode perm.
+func writeFileAtomic(p string, data []byte, perm fs.FileMode) error {
+	if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm() == perm {
+		if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, data) {
+			return nil
+		}
+	}
+	f, err := os.CreateTemp(filepath.Dir(p), ".beige-tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, p)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
+}
