@@ -1,0 +1,569 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/beige-dev/beige/internal/llm"
+	"github.com/beige-dev/beige/internal/proto"
+)
+
+// ErrUnknownAgent is what an AgentFunc returns (possibly wrapped) for an
+// agent that is not configured; the Manager turns it into a 404 error.
+var ErrUnknownAgent = errors.New("agent: unknown agent")
+
+// ErrClosed is returned by a Manager that was closed.
+var ErrClosed = errors.New("agent: manager closed")
+
+// errAbortRequested is the cause of a prompt cancelled by Manager.Abort.
+var errAbortRequested = errors.New("abort requested")
+
+// AgentSetup is what the Manager needs of an agent for one prompt. It is
+// asked for at every prompt, so that a reloaded config or a changed model
+// applies to the next prompt.
+type AgentSetup struct {
+	Model Model
+	// Tools may be nil: no tools.
+	Tools Tools
+	// ToolContext and SkillContext go into the system prompt.
+	ToolContext  string
+	SkillContext string
+	// AgentsMD, if set, returns the workspace's AGENTS.md (see
+	// ReadAgentsMD). An error is logged, and the prompt goes on without.
+	AgentsMD func() (string, error)
+	// CompactionThreshold is the agent's model.compactionThreshold (tokens);
+	// 0 means near the model's context window.
+	CompactionThreshold int
+	// MaxModelCalls bounds the model calls of one prompt; 0 means
+	// DefaultMaxModelCalls.
+	MaxModelCalls int
+}
+
+// AgentFunc returns the setup of an agent, or ErrUnknownAgent. It should be
+// cheap and start nothing: the sandbox is reached through Tools, lazily.
+type AgentFunc func(ctx context.Context, agent string) (*AgentSetup, error)
+
+// Hooks are the plugin hooks around prompts (the architecture's prePrompt,
+// postResponse, sessionCreated). They are defined by a later issue; a nil
+// Hooks means none.
+type Hooks interface {
+	// PrePrompt may rewrite the user's message, or refuse it with an
+	// error (the prompt then ends without a model call).
+	PrePrompt(ctx context.Context, agent, sessionKey, message string) (string, error)
+	// PostResponse may rewrite the answer of a prompt that succeeded.
+	PostResponse(ctx context.Context, agent, sessionKey, response string) (string, error)
+	// SessionCreated is told when a session key starts a new session file.
+	SessionCreated(ctx context.Context, agent, sessionKey string)
+}
+
+// ManagerConfig configures a Manager.
+type ManagerConfig struct {
+	// SessionsDir is $BEIGE_HOME/sessions (home.Home.SessionsDir); it holds
+	// session-map.json and a folder of session files per agent. Required.
+	SessionsDir string
+	// Agents gives each agent's model, tools and prompt inputs. Required.
+	Agents AgentFunc
+	// Logger may be nil.
+	Logger *slog.Logger
+	// Hooks may be nil.
+	Hooks Hooks
+}
+
+// Manager owns the sessions of every agent. Sessions run concurrently; each
+// session runs one prompt at a time: a prompt sent while another runs on
+// the same session waits for it — prompts are taken in the order they came
+// — for as long as its own context allows. It is safe for concurrent use.
+//
+// The session map is keyed by session key alone, as pi's is: when a key
+// (say a Telegram chat) moves to another agent, the map points at the new
+// agent's session, and the old agent's session under that key is not
+// resumed after a restart (its file stays).
+type Manager struct {
+	dir    string
+	agents AgentFunc
+	hooks  Hooks
+	log    *slog.Logger
+
+	closed  atomic.Bool
+	running sync.WaitGroup // prompts, from arrival to return
+
+	mu       sync.Mutex
+	sessions map[string]*session // by agent + "\x00" + key
+	index    map[string]mapEntry // session-map.json, by session key
+}
+
+// SessionMapFile is the name of the session map in the sessions folder.
+const SessionMapFile = "session-map.json"
+
+// NewManager returns a Manager over cfg.SessionsDir, creating the folder
+// (0700) and reading its session map. A session map that cannot be parsed
+// is set aside (renamed *.bad) with a warning: its session files stay, and
+// sessions start afresh.
+func NewManager(cfg ManagerConfig) (*Manager, error) {
+	if cfg.SessionsDir == "" || cfg.Agents == nil {
+		return nil, errors.New("agent: NewManager needs a sessions folder and an AgentFunc")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	dir, err := filepath.Abs(cfg.SessionsDir)
+	if err != nil {
+		return nil, fmt.Errorf("agent: sessions folder: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("agent: sessions folder: %w", err)
+	}
+	mapPath := filepath.Join(dir, SessionMapFile)
+	index, err := loadSessionMap(mapPath)
+	if err != nil {
+		bad := mapPath + ".bad"
+		log.Warn("session map unreadable; set aside, sessions start afresh", "file", mapPath, "movedTo", bad, "err", err)
+		if rerr := os.Rename(mapPath, bad); rerr != nil {
+			return nil, fmt.Errorf("agent: session map: %w (and set it aside: %v)", err, rerr)
+		}
+		index = map[string]mapEntry{}
+	}
+	return &Manager{
+		dir: dir, agents: cfg.Agents, hooks: cfg.Hooks, log: log,
+		sessions: map[string]*session{}, index: index,
+	}, nil
+}
+
+// DefaultSessionKey is the session of POST /api/agents/:name/prompt when
+// the request names none.
+func DefaultSessionKey(agent string) string { return "api:" + agent + ":default" }
+
+// setup asks for an agent's setup, mapping an unknown agent to a 404.
+func (m *Manager) setup(ctx context.Context, agent string) (*AgentSetup, error) {
+	if agent == "" || agent != filepath.Base(agent) || strings.ContainsAny(agent, `/\`) || agent == "." || agent == ".." {
+		return nil, proto.Errorf(http.StatusNotFound, "unknown agent %q", agent)
+	}
+	s, err := m.agents(ctx, agent)
+	if errors.Is(err, ErrUnknownAgent) || (err == nil && s == nil) {
+		return nil, proto.Errorf(http.StatusNotFound, "unknown agent %q", agent)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if s.Model == nil {
+		return nil, fmt.Errorf("agent %q: no model", agent)
+	}
+	return s, nil
+}
+
+// checkKey refuses session keys that could not be stored or shown safely.
+func checkKey(key string) error {
+	if len(key) > 512 {
+		return proto.Errorf(http.StatusBadRequest, "session key too long (%d bytes, at most 512)", len(key))
+	}
+	for _, r := range key {
+		if r < 0x20 || r == 0x7f {
+			return proto.Errorf(http.StatusBadRequest, "session key contains a control character")
+		}
+	}
+	return nil
+}
+
+// session returns the session of agent and key, creating it.
+func (m *Manager) session(agent, key string) *session {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id := agent + "\x00" + key
+	s := m.sessions[id]
+	if s == nil {
+		s = &session{agent: agent, key: key}
+		m.sessions[id] = s
+	}
+	return s
+}
+
+// Prompt sends message to agent in the session sessionKey ("" means
+// DefaultSessionKey) and runs the loop until the model has answered. If a
+// prompt is running in that session, this one waits its turn (FIFO) as
+// long as ctx allows. Cancelling ctx, or Abort, aborts the prompt: the
+// error then wraps ErrAborted. An unknown agent gives a *proto.Error with
+// status 404, an empty message one with 400. The Result is nil only when
+// the prompt did not start; otherwise it holds what happened, even with an
+// error.
+func (m *Manager) Prompt(ctx context.Context, agent, sessionKey, message string, opts *PromptOptions) (*Result, error) {
+	if strings.TrimSpace(message) == "" {
+		return nil, proto.Errorf(http.StatusBadRequest, "message is empty")
+	}
+	if sessionKey == "" {
+		sessionKey = DefaultSessionKey(agent)
+	}
+	if err := checkKey(sessionKey); err != nil {
+		return nil, err
+	}
+	setup, err := m.setup(ctx, agent)
+	if err != nil {
+		return nil, err
+	}
+	s, release, err := m.acquire(ctx, agent, sessionKey)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	conv, err := m.begin(pctx, s, cancel)
+	if err != nil {
+		return nil, err
+	}
+	defer m.end(s, conv)
+
+	sc := proto.ParseSessionKey(agent, sessionKey)
+	if m.hooks != nil {
+		if message, err = m.hooks.PrePrompt(pctx, agent, sessionKey, message); err != nil {
+			return nil, err
+		}
+	}
+	system := m.systemPrompt(agent, sc.Channel, setup)
+	var defs []llm.Tool
+	if setup.Tools != nil {
+		defs = setup.Tools.Definitions()
+	}
+	comp := &Compactor{Model: setup.Model, Threshold: setup.CompactionThreshold}
+	loop := &Loop{
+		Model: setup.Model, Tools: setup.Tools, SystemPrompt: system, Session: sc,
+		MaxModelCalls: setup.MaxModelCalls,
+		Record:        conv.appendMessage,
+		Compact: func(ctx context.Context, msgs []llm.Message) ([]llm.Message, *Compaction, error) {
+			if len(msgs) != len(conv.msgs) {
+				// Cannot happen: every message went through Record.
+				m.log.Error("agent: loop and session out of step; compaction skipped", "agent", agent, "session", sessionKey)
+				return msgs, nil, nil
+			}
+			c, err := conv.compact(ctx, comp, system, defs, false)
+			if c == nil || err != nil {
+				return msgs, nil, err
+			}
+			return conv.messages(), c, nil
+		},
+		Logger: m.log.With("agent", agent, "session", sessionKey),
+	}
+	start := time.Now()
+	res, err := loop.Run(pctx, conv.messages(), llm.UserText(message), opts)
+	m.log.Info("prompt", "agent", agent, "session", sessionKey, "duration", time.Since(start),
+		"modelCalls", res.ModelCalls, "stopReason", res.StopReason, "err", err)
+	if err == nil && m.hooks != nil {
+		if res.Text, err = m.hooks.PostResponse(pctx, agent, sessionKey, res.Text); err != nil {
+			return res, err
+		}
+	}
+	return res, err
+}
+
+// acquire waits for the session's turn. release gives it back.
+func (m *Manager) acquire(ctx context.Context, agent, key string) (*session, func(), error) {
+	if m.closed.Load() {
+		return nil, nil, ErrClosed
+	}
+	m.running.Add(1)
+	s := m.session(agent, key)
+	if err := s.turn.lock(ctx); err != nil {
+		m.running.Done()
+		return nil, nil, abortError(ctx)
+	}
+	if m.closed.Load() {
+		s.turn.unlock()
+		m.running.Done()
+		return nil, nil, ErrClosed
+	}
+	return s, func() { s.turn.unlock(); m.running.Done() }, nil
+}
+
+// begin loads the session's conversation if needed, and marks it running
+// with cancel as its abort.
+func (m *Manager) begin(ctx context.Context, s *session, cancel context.CancelCauseFunc) (*conversation, error) {
+	s.mu.Lock()
+	conv := s.conv
+	s.mu.Unlock()
+	if conv == nil {
+		var err error
+		if conv, err = m.load(ctx, s); err != nil {
+			return nil, err
+		}
+	}
+	s.mu.Lock()
+	switch {
+	case s.conv == nil:
+		s.conv = conv
+	case s.conv != conv:
+		conv.close() // NewSession came first
+		conv = s.conv
+	}
+	s.busy, s.cancel = conv, cancel
+	s.mu.Unlock()
+	if m.closed.Load() {
+		cancel(ErrClosed)
+	}
+	return conv, nil
+}
+
+// end marks the session idle, closing its conversation if NewSession
+// replaced it meanwhile.
+func (m *Manager) end(s *session, conv *conversation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.busy, s.cancel = nil, nil
+	if s.conv != conv {
+		if err := conv.close(); err != nil {
+			m.log.Warn("close session file", "file", conv.path, "err", err)
+		}
+	}
+}
+
+// load resumes the session named in the session map, or starts one.
+func (m *Manager) load(ctx context.Context, s *session) (*conversation, error) {
+	m.mu.Lock()
+	e, ok := m.index[s.key]
+	m.mu.Unlock()
+	log := m.log.With("agent", s.agent, "session", s.key)
+	if ok && e.AgentName == s.agent && e.SessionFile != "" {
+		conv, err := openConversation(e.SessionFile, log)
+		if err == nil {
+			log.Debug("session resumed", "file", e.SessionFile, "messages", len(conv.msgs))
+			return conv, nil
+		}
+		log.Warn("session file cannot be resumed; starting a new session", "file", e.SessionFile, "err", err)
+	} else if ok && e.AgentName != s.agent {
+		log.Info("session key now used by another agent; starting a new session", "previousAgent", e.AgentName)
+	}
+	return m.create(ctx, s.agent, s.key)
+}
+
+// create starts a new session file for agent and key and points the map
+// at it.
+func (m *Manager) create(ctx context.Context, agent, key string) (*conversation, error) {
+	log := m.log.With("agent", agent, "session", key)
+	conv, err := createConversation(filepath.Join(m.dir, agent), log)
+	if err != nil {
+		return nil, fmt.Errorf("agent %q session %q: %w", agent, key, err)
+	}
+	m.mu.Lock()
+	old, had := m.index[key]
+	m.index[key] = mapEntry{AgentName: agent, SessionFile: conv.path, CreatedAt: isoTime(conv.createdAt)}
+	err = saveSessionMap(filepath.Join(m.dir, SessionMapFile), m.index)
+	if err != nil {
+		if had {
+			m.index[key] = old
+		} else {
+			delete(m.index, key)
+		}
+	}
+	m.mu.Unlock()
+	if err != nil {
+		conv.close()
+		os.Remove(conv.path)
+		return nil, fmt.Errorf("agent: save session map: %w", err)
+	}
+	log.Info("session created", "file", conv.path)
+	if m.hooks != nil {
+		m.hooks.SessionCreated(ctx, agent, key)
+	}
+	return conv, nil
+}
+
+// NewSession starts a new session file for agent and sessionKey ("" means
+// DefaultSessionKey) and points the session map at it; the old file stays.
+// A prompt running in the session finishes in the old file; the next one
+// uses the new.
+func (m *Manager) NewSession(ctx context.Context, agent, sessionKey string) error {
+	if m.closed.Load() {
+		return ErrClosed
+	}
+	if sessionKey == "" {
+		sessionKey = DefaultSessionKey(agent)
+	}
+	if err := checkKey(sessionKey); err != nil {
+		return err
+	}
+	if _, err := m.setup(ctx, agent); err != nil {
+		return err
+	}
+	conv, err := m.create(ctx, agent, sessionKey)
+	if err != nil {
+		return err
+	}
+	s := m.session(agent, sessionKey)
+	s.mu.Lock()
+	old := s.conv
+	s.conv = conv
+	if old != nil && old != s.busy {
+		old.close()
+	}
+	if m.closed.Load() { // Close may have closed the files already
+		conv.close()
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// Compact summarises the older part of a session now, whatever its size
+// (the /compact command). It waits for the session's turn. It returns nil
+// when there was nothing to summarise.
+func (m *Manager) Compact(ctx context.Context, agent, sessionKey string) (*Compaction, error) {
+	if sessionKey == "" {
+		sessionKey = DefaultSessionKey(agent)
+	}
+	if err := checkKey(sessionKey); err != nil {
+		return nil, err
+	}
+	setup, err := m.setup(ctx, agent)
+	if err != nil {
+		return nil, err
+	}
+	s, release, err := m.acquire(ctx, agent, sessionKey)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	conv, err := m.begin(pctx, s, cancel)
+	if err != nil {
+		return nil, err
+	}
+	defer m.end(s, conv)
+	comp := &Compactor{Model: setup.Model, Threshold: setup.CompactionThreshold}
+	return conv.compact(pctx, comp, "", nil, true)
+}
+
+// SessionInfo is one session of GET /api/agents/:name/sessions.
+type SessionInfo struct {
+	ID        string `json:"id"` // the session key
+	File      string `json:"file"`
+	CreatedAt string `json:"createdAt"`
+	UpdatedAt string `json:"updatedAt"`
+}
+
+// Sessions lists the sessions of agent from the session map, the most
+// recently updated first. UpdatedAt is the session file's modification
+// time.
+func (m *Manager) Sessions(ctx context.Context, agent string) ([]SessionInfo, error) {
+	if _, err := m.setup(ctx, agent); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	var out []SessionInfo
+	for key, e := range m.index {
+		if e.AgentName == agent {
+			out = append(out, SessionInfo{ID: key, File: e.SessionFile, CreatedAt: e.CreatedAt, UpdatedAt: e.CreatedAt})
+		}
+	}
+	m.mu.Unlock()
+	for i := range out {
+		// The file's time comes from a coarser clock than createdAt's.
+		if fi, err := os.Stat(out[i].File); err == nil && fi.ModTime().UnixMilli() > millis(out[i].CreatedAt) {
+			out[i].UpdatedAt = isoTime(fi.ModTime())
+		}
+	}
+	slices.SortFunc(out, func(a, b SessionInfo) int {
+		if c := strings.Compare(b.UpdatedAt, a.UpdatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	if out == nil {
+		out = []SessionInfo{}
+	}
+	return out, nil
+}
+
+// Abort cancels the prompt running in the session, if any, and reports
+// whether there was one. Prompts waiting for their turn are not affected.
+func (m *Manager) Abort(agent, sessionKey string) bool {
+	if sessionKey == "" {
+		sessionKey = DefaultSessionKey(agent)
+	}
+	m.mu.Lock()
+	s := m.sessions[agent+"\x00"+sessionKey]
+	m.mu.Unlock()
+	return s != nil && s.abort(errAbortRequested)
+}
+
+// Shutdown stops taking prompts and waits for the running ones (and those
+// waiting their turn) to finish; if ctx ends first, it aborts them and
+// waits for them to stop. Then it closes the session files.
+func (m *Manager) Shutdown(ctx context.Context) error {
+	m.closed.Store(true)
+	done := make(chan struct{})
+	go func() { m.running.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+		m.abortAll()
+		<-done
+	}
+	m.closeFiles()
+	return err
+}
+
+// Close aborts the running prompts, waits for them to stop and closes the
+// session files. Prompts after Close (or Shutdown) return ErrClosed.
+func (m *Manager) Close() error {
+	m.closed.Store(true)
+	m.abortAll()
+	m.running.Wait()
+	m.closeFiles()
+	return nil
+}
+
+func (m *Manager) abortAll() {
+	m.mu.Lock()
+	ss := make([]*session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		ss = append(ss, s)
+	}
+	m.mu.Unlock()
+	for _, s := range ss {
+		s.abort(ErrClosed)
+	}
+}
+
+func (m *Manager) closeFiles() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range m.sessions {
+		s.mu.Lock()
+		if s.conv != nil {
+			if err := s.conv.close(); err != nil {
+				m.log.Warn("close session file", "file", s.conv.path, "err", err)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// systemPrompt renders the agent's system prompt; a problem with AGENTS.md
+// is logged and the prompt goes on without it.
+func (m *Manager) systemPrompt(agent, channel string, s *AgentSetup) string {
+	in := PromptInput{AgentName: agent, Channel: channel, ToolContext: s.ToolContext, SkillContext: s.SkillContext}
+	if s.AgentsMD != nil {
+		md, err := s.AgentsMD()
+		if err != nil {
+			m.log.Warn("AGENTS.md not read", "agent", agent, "err", err)
+		}
+		in.AgentsMD = md
+	}
+	p, err := SystemPrompt(in)
+	if err != nil { // the template is fixed: cannot happen
+		m.log.Error("system prompt", "agent", agent, "err", err)
+	}
+	return p
+}
