@@ -4,6 +4,8 @@
 //
 //   - an exec round trip through the HTTP API (the in-sandbox helper) against
 //     `docker exec <container> true`;
+//   - a no-op plugin tool called 100 times from inside the sandbox, through
+//     its launcher, the tool client and the agent's socket;
 //   - start -> /api/health ok, with the sandbox already running and when it
 //     must be created; SIGTERM -> exit; the gateway's idle RSS.
 //
@@ -53,8 +55,8 @@ func run(n int) error {
 	defer os.RemoveAll(dir)
 	b := &bench{dir: dir, home: filepath.Join(dir, "home"), agent: "bench-" + strconv.Itoa(os.Getpid())}
 	fmt.Fprintln(os.Stderr, "building beige and beige-sandbox (static)...")
-	for _, pkg := range []string{"beige", "beige-sandbox"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, pkg), "./cmd/"+pkg)
+	for _, pkg := range []string{"cmd/beige", "cmd/beige-sandbox", "bench/toolbench"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, filepath.Base(pkg)), "./"+pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
@@ -72,9 +74,15 @@ func run(n int) error {
 	if out, err := b.beige("setup"); err != nil {
 		return fmt.Errorf("setup: %v\n%s", err, out)
 	}
+	// A no-op plugin tool: an external plugin whose command is true.
+	noop := filepath.Join(dir, "noop")
+	os.MkdirAll(noop, 0o755)
+	os.WriteFile(filepath.Join(noop, "plugin.json"), []byte(`{"name": "noop", "description": "Does nothing.", "provides": {"tools": ["noop", "noop.denied"]}, "run": {"command": ["/bin/true"]}}`), 0o644)
 	cfg := fmt.Sprintf(`{ llm: { providers: { anthropic: { apiKey: "${ANTHROPIC_API_KEY}" } } },
-  agents: { %q: { model: { provider: "anthropic", model: "claude-sonnet-4-6" }, sandbox: { image: %q } } },
-  gateway: { port: %d } }`, b.agent, image, b.port)
+  plugins: { noop: { path: %q } },
+  agents: { %q: { model: { provider: "anthropic", model: "claude-sonnet-4-6" }, tools: ["noop"],
+    sandbox: { image: %q, extraMounts: [%q] } } },
+  gateway: { port: %d } }`, noop, b.agent, image, filepath.Join(dir, "toolbench")+":/opt/toolbench:ro", b.port)
 	if err := os.WriteFile(filepath.Join(b.home, "config.json5"), []byte(cfg), 0o600); err != nil {
 		return err
 	}
@@ -105,6 +113,14 @@ func run(n int) error {
 				return fmt.Errorf("docker exec: %v %s", err, out)
 			}
 			docker = append(docker, time.Since(t0))
+		}
+	}
+	// Plugin tools from inside the sandbox, beside what any process start
+	// costs there.
+	inside := map[string]toolTimes{}
+	for _, c := range []string{"/tools/bin/noop", "/tools/bin/noop.denied", "/bin/sh -c true"} {
+		if inside[c], err = b.toolbench(c); err != nil {
+			return err
 		}
 	}
 	time.Sleep(500 * time.Millisecond)
@@ -143,6 +159,16 @@ func run(n int) error {
 	fmt.Printf("  beige HTTP API (n=%-4d)             %10s %10s %10s\n", len(api), ms(p(api, .5)), ms(p(api, .9)), ms(p(api, .99)))
 	fmt.Printf("  docker exec <container> true (n=%-3d)%10s %10s %10s\n", len(docker), ms(p(docker, .5)), ms(p(docker, .9)), ms(p(docker, .99)))
 	fmt.Printf("  docker exec / beige (p50)           %9.1fx\n", float64(p(docker, .5))/float64(p(api, .5)))
+	us := func(v int64) string { return fmt.Sprintf("%.2f ms", float64(v)/1000) }
+	fmt.Printf("from inside the sandbox (n=100)             p50        p90        p99\n")
+	for _, row := range []struct{ what, cmd string }{
+		{"no-op plugin tool (runs /bin/true on host)", "/tools/bin/noop"},
+		{"denied plugin tool (the bridge alone)", "/tools/bin/noop.denied"},
+		{"baseline: sh -c true", "/bin/sh -c true"},
+	} {
+		tt := inside[row.cmd]
+		fmt.Printf("  %-40s %10s %10s %10s\n", row.what, us(tt.P50), us(tt.P90), us(tt.P99))
+	}
 	fmt.Printf("start -> /api/health ok\n")
 	fmt.Printf("  sandbox already running (median of %d) %s\n", len(warm), ms(p(warm, .5)))
 	fmt.Printf("  sandbox created                     %s\n", ms(cold))
@@ -192,6 +218,46 @@ func (b *bench) stop(cmd *exec.Cmd) (time.Duration, error) {
 }
 
 var execBody = []byte(`{"tool":"exec","params":{"command":"true"}}`)
+
+type toolTimes struct{ N, P50, P90, P99 int64 }
+
+// toolbench times command 100 times from inside the sandbox.
+func (b *bench) toolbench(command string) (toolTimes, error) {
+	var tt toolTimes
+	out, err := b.execOutput("/opt/toolbench 100 " + command)
+	if err != nil {
+		return tt, err
+	}
+	i := strings.IndexByte(out, '{')
+	if i < 0 {
+		return tt, fmt.Errorf("toolbench %s: %q", command, out)
+	}
+	if err := json.Unmarshal([]byte(out[i:]), &tt); err != nil {
+		return tt, fmt.Errorf("toolbench %s: %v: %q", command, err, out)
+	}
+	return tt, nil
+}
+
+// execOutput runs command in the sandbox through the API and returns its output.
+func (b *bench) execOutput(command string) (string, error) {
+	body, _ := json.Marshal(map[string]any{"tool": "exec", "params": map[string]any{"command": command}})
+	resp, err := http.Post(b.url("/api/agents/"+b.agent+"/exec"), "application/json", bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var res struct {
+		Content []struct{ Text string }
+		IsError bool
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil || len(res.Content) == 0 {
+		return "", fmt.Errorf("exec %q: status %d, %v", command, resp.StatusCode, err)
+	}
+	if res.IsError {
+		return "", fmt.Errorf("exec %q: %s", command, res.Content[0].Text)
+	}
+	return res.Content[0].Text, nil
+}
 
 func (b *bench) exec() error {
 	resp, err := http.Post(b.url("/api/agents/"+b.agent+"/exec"), "application/json", bytes.NewReader(execBody))

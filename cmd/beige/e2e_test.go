@@ -17,6 +17,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/beige-dev/beige/internal/llm/llmtest"
 	"github.com/beige-dev/beige/internal/sandbox"
 	"github.com/beige-dev/beige/internal/sandbox/sandboxtest"
 )
@@ -33,16 +34,22 @@ type e2e struct {
 
 func newE2E(t *testing.T) *e2e {
 	t.Helper()
+	return newE2EWith(t, `anthropic: { apiKey: "${ANTHROPIC_API_KEY}" }`, `{ provider: "anthropic", model: "claude-sonnet-4-6" }`)
+}
+
+// newE2EWith writes a config with the given providers and agent model.
+func newE2EWith(t *testing.T, providers, model string) *e2e {
+	t.Helper()
 	sandboxtest.RequireDocker(t)
 	e := &e2e{t: t, home: t.TempDir(), agent: "e2e-" + sandboxtest.Suffix()}
 	e.bin = sandboxtest.StaticBinary(t, "./cmd/beige")
 	helper := sandboxtest.HelperBinary(t)
 	e.port = freePort(t)
 	cfg := fmt.Sprintf(`{
-  llm: { providers: { anthropic: { apiKey: "${ANTHROPIC_API_KEY}" } } },
-  agents: { %q: { model: { provider: "anthropic", model: "claude-sonnet-4-6" }, sandbox: { image: %q } } },
+  llm: { providers: { %s } },
+  agents: { %q: { model: %s, sandbox: { image: %q } } },
   gateway: { port: %d },
-}`, e.agent, sandboxtest.Image(t), e.port)
+}`, providers, e.agent, model, sandboxtest.Image(t), e.port)
 	if err := os.WriteFile(filepath.Join(e.home, "config.json5"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -171,4 +178,42 @@ func TestSigtermStopsPromptly(t *testing.T) {
 		t.Error("pid file left behind")
 	}
 	e.containerID() // still there
+}
+
+// TestSessionSurvivesSigkill: after a SIGKILL and a restart, the next
+// prompt on the same session key carries the earlier history.
+func TestSessionSurvivesSigkill(t *testing.T) {
+	srv := llmtest.NewAnthropic(t)
+	e := newE2EWith(t, fmt.Sprintf(`scripted: { api: "anthropic-messages", baseUrl: %q, apiKey: "${ANTHROPIC_API_KEY}" }`, srv.URL()), `{ provider: "scripted", model: "test-model" }`)
+	gw := e.start()
+	srv.Enqueue(llmtest.Text("noted: the password is swordfish"))
+	if out := e.prompt(t, "remember: the password is swordfish"); out != "noted: the password is swordfish" {
+		t.Fatalf("first prompt: %q", out)
+	}
+	gw.Process.Signal(syscall.SIGKILL)
+	gw.Wait()
+	e.start()
+	srv.Enqueue(llmtest.Text("it is swordfish"))
+	if out := e.prompt(t, "what is the password?"); out != "it is swordfish" {
+		t.Fatalf("second prompt: %q", out)
+	}
+	if all := srv.Last().AllText(); !strings.Contains(all, "remember: the password is swordfish") || !strings.Contains(all, "noted: the password is swordfish") {
+		t.Errorf("the model did not see the earlier history: %s", all)
+	}
+}
+
+func (e *e2e) prompt(t *testing.T, message string) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"message": message, "sessionKey": "api:" + e.agent + ":default"})
+	resp, err := http.Post(e.url("/api/agents/"+e.agent+"/prompt"), "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct{ Response, Error string }
+	json.NewDecoder(resp.Body).Decode(&out)
+	if resp.StatusCode != 200 {
+		t.Fatalf("prompt: %d %s", resp.StatusCode, out.Error)
+	}
+	return out.Response
 }

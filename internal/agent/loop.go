@@ -113,6 +113,7 @@ func (l *Loop) Run(ctx context.Context, history []llm.Message, input llm.Message
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	ctx = ContextWithSession(ctx, l.Session)
 	r := &run{l: l, opts: opts, log: log, res: &Result{}}
 	r.msgs = make([]llm.Message, len(history), len(history)+8)
 	copy(r.msgs, history)
@@ -354,4 +355,19 @@ func addUsage(a *llm.Usage, b llm.Usage) {
 	a.Cost.CacheRead += b.Cost.CacheRead
 	a.Cost.CacheWrite += b.Cost.CacheWrite
 	a.Cost.Total += b.Cost.Total
+}
+
+type sessionKey struct{}
+
+// ContextWithSession returns ctx carrying the session a prompt runs for, so
+// that a Model can tell whose call it makes (to audit it, or to fire hooks).
+// Loop.Run does this for its Model and Tools.
+func ContextWithSession(ctx context.Context, sc proto.SessionContext) context.Context {
+	return context.WithValue(ctx, sessionKey{}, sc)
+}
+
+// SessionFromContext returns the session of ContextWithSession.
+func SessionFromContext(ctx context.Context) (proto.SessionContext, bool) {
+	sc, ok := ctx.Value(sessionKey{}).(proto.SessionContext)
+	return sc, ok
 }

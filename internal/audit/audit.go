@@ -29,6 +29,7 @@ const (
 const (
 	TypeCoreTool = "core_tool" // read, write, patch, exec
 	TypeTool     = "tool"      // a plugin tool called through a launcher
+	TypeLLM      = "llm"       // one attempt of a model call (Tool is "<provider>/<model>")
 )
 
 // Values of Record.Decision.

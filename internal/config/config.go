@@ -32,6 +32,9 @@ type Config struct {
 // LLM holds the model providers.
 type LLM struct {
 	Providers map[string]*Provider `json:"providers" cfg:"required"`
+	// IdleTimeoutSeconds is how long a model stream may send nothing before
+	// the watchdog aborts it and counts a failure of that model (default 600).
+	IdleTimeoutSeconds float64 `json:"idleTimeoutSeconds"`
 }
 
 // Provider is one LLM provider account.

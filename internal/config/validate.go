@@ -72,6 +72,9 @@ func sortedKeys[T any](m map[string]T) []string {
 }
 
 func (v *validator) providers() {
+	if v.cfg.LLM.IdleTimeoutSeconds < 0 {
+		v.errorAt("llm.idleTimeoutSeconds", "must not be negative")
+	}
 	for _, name := range sortedKeys(v.cfg.LLM.Providers) {
 		p := v.cfg.LLM.Providers[name]
 		path := joinPath("llm.providers", name)

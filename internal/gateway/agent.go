@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/beige-dev/beige/internal/agent"
 	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/sandbox"
 	"github.com/beige-dev/beige/internal/toolbridge"
@@ -19,6 +20,7 @@ type agentRuntime struct {
 	cfg  *config.Agent
 
 	bridge *toolbridge.Server // the agent's socket, mounted at /beige/gateway.sock
+	tools  agent.Tools        // the core tools, as the agent loop calls them
 
 	mu  sync.Mutex
 	sb  sandbox.Sandbox
@@ -26,7 +28,9 @@ type agentRuntime struct {
 }
 
 func newAgentRuntime(g *Gateway, name string, cfg *config.Agent) *agentRuntime {
-	return &agentRuntime{g: g, name: name, cfg: cfg}
+	a := &agentRuntime{g: g, name: name, cfg: cfg}
+	a.tools = agent.CoreTools(g.runner, a.ensure, name)
+	return a
 }
 
 // workspace is the host folder mounted at /workspace.
@@ -36,6 +40,12 @@ func (a *agentRuntime) workspace() string { return a.g.plugins.Workspace(a.name)
 // before its sandbox starts.
 func (a *agentRuntime) openToolBridge() error {
 	h := a.g.home
+	if err := os.MkdirAll(a.workspace(), 0o755); err != nil {
+		return fmt.Errorf("workspace of agent %q: %w", a.name, err)
+	}
+	if _, err := agent.SeedAgentsMD(a.workspace()); err != nil {
+		a.g.log.Warn("could not seed AGENTS.md", "agent", a.name, "err", err)
+	}
 	if err := toolbridge.WriteLaunchers(h.Launchers(a.name), a.g.plugins.Launchers(a.name)); err != nil {
 		return fmt.Errorf("launchers of agent %q: %w", a.name, err)
 	}

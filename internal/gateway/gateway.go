@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/beige-dev/beige/internal/agent"
 	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/home"
@@ -28,6 +29,7 @@ import (
 	"github.com/beige-dev/beige/internal/plugin"
 	_ "github.com/beige-dev/beige/internal/plugin/builtin" // the built-in plugins
 	"github.com/beige-dev/beige/internal/policy"
+	"github.com/beige-dev/beige/internal/routing"
 	"github.com/beige-dev/beige/internal/sandbox"
 	"github.com/beige-dev/beige/internal/tools"
 )
@@ -61,6 +63,10 @@ type Gateway struct {
 
 	catalogue *llm.Catalogue
 	plugins   *plugin.Host
+	providers map[string]llm.Provider // by config name
+	health    *routing.Health
+	router    *routing.Router
+	manager   *agent.Manager
 
 	ln      net.Listener
 	srv     *http.Server
@@ -113,6 +119,9 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	g.policy = policy.New(tools)
 	g.runner = newRunner(g.audit, g.policy, g.log)
 	g.catalogue = newCatalogue(cfg)
+	if err := g.openLLM(); err != nil {
+		return nil, err
+	}
 	g.plugins, err = plugin.NewHost(cfg, &plugin.Options{Home: g.home, Audit: g.audit, Freeze: g.freeze, Logger: g.log.With("component", "plugins")})
 	if err != nil {
 		return nil, fmt.Errorf("load plugins: %w", err)
@@ -155,6 +164,9 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	}()
 	g.log.Info("listening", "url", "http://"+g.ln.Addr().String())
 
+	if err := g.openAgents(); err != nil {
+		return nil, err
+	}
 	for _, name := range cfg.AgentOrder {
 		a := newAgentRuntime(g, name, cfg.Agents[name])
 		g.agents[name] = a
@@ -222,6 +234,9 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 			}
 			cancel()
 		}
+		if g.manager != nil {
+			errs = append(errs, g.manager.Close())
+		}
 		for _, a := range g.agents {
 			errs = append(errs, a.closeToolBridge())
 		}
@@ -232,6 +247,9 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		}
 		if g.runtime != nil {
 			errs = append(errs, g.runtime.Close())
+		}
+		if g.health != nil {
+			g.health.Close()
 		}
 		if g.audit != nil {
 			errs = append(errs, g.audit.Close())

@@ -39,10 +39,12 @@ func startGateway(t *testing.T, names ...string) *testGateway {
 
 // gatewaySetup shapes the config of a test gateway.
 type gatewaySetup struct {
-	names   []string
-	plugins string            // the text of the plugins object, e.g. "git: {}"
-	extra   map[string]string // agent name (without suffix) -> more keys of that agent
-	sandbox map[string]string // agent name -> more keys of its sandbox
+	names     []string
+	providers string            // the text of the providers object; default anthropic with key 'k'
+	model     string            // each agent's model object; default anthropic/m
+	plugins   string            // the text of the plugins object, e.g. "git: {}"
+	extra     map[string]string // agent name (without suffix) -> more keys of that agent
+	sandbox   map[string]string // agent name -> more keys of its sandbox
 }
 
 func startGatewayWith(t *testing.T, s gatewaySetup) *testGateway {
@@ -55,11 +57,17 @@ func startGatewayWith(t *testing.T, s gatewaySetup) *testGateway {
 	}
 	var agents []string
 	var b strings.Builder
-	fmt.Fprintf(&b, "{ llm: { providers: { anthropic: { apiKey: 'k' } } }, plugins: { %s }, agents: {\n", s.plugins)
+	if s.providers == "" {
+		s.providers = "anthropic: { apiKey: 'k' }"
+	}
+	if s.model == "" {
+		s.model = "{ provider: 'anthropic', model: 'm' }"
+	}
+	fmt.Fprintf(&b, "{ llm: { providers: { %s } }, plugins: { %s }, agents: {\n", s.providers, s.plugins)
 	for _, n := range s.names {
 		a := n + "-" + sandboxtest.Suffix()
 		agents = append(agents, a)
-		fmt.Fprintf(&b, "  %q: { model: { provider: 'anthropic', model: 'm' }, sandbox: { image: %q, %s }, %s },\n", a, image, s.sandbox[n], s.extra[n])
+		fmt.Fprintf(&b, "  %q: { model: %s, sandbox: { image: %q, %s }, %s },\n", a, s.model, image, s.sandbox[n], s.extra[n])
 		t.Cleanup(func() { sandboxtest.RemoveContainer(t, a) })
 	}
 	b.WriteString("} }")

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/beige-dev/beige/internal/agent"
 	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/proto"
 )
@@ -33,6 +34,10 @@ type Backend interface {
 	Exec(ctx context.Context, agent string, req proto.ExecRequest) (proto.ToolResult, error)
 	// Models lists the agent's models (primary, then fallbacks) with metadata.
 	Models(ctx context.Context, agent string) ([]AgentModel, error)
+	// Prompt runs a prompt in a session and returns the final answer.
+	Prompt(ctx context.Context, agent string, req proto.PromptRequest) (proto.PromptResponse, error)
+	// Sessions lists an agent's saved sessions.
+	Sessions(ctx context.Context, agent string) ([]agent.SessionInfo, error)
 }
 
 // AgentModel is one entry of GET /api/agents/:name/models.
@@ -68,6 +73,8 @@ func New(b Backend, opts Options) *Server {
 	s.mux.HandleFunc("GET /api/config", s.config)
 	s.mux.HandleFunc("POST /api/agents/{name}/exec", s.exec)
 	s.mux.HandleFunc("GET /api/agents/{name}/models", s.models)
+	s.mux.HandleFunc("POST /api/agents/{name}/prompt", s.prompt)
+	s.mux.HandleFunc("GET /api/agents/{name}/sessions", s.sessions)
 	s.mux.HandleFunc("/", s.notFound)
 	return s
 }
@@ -243,4 +250,36 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, http.StatusOK, struct {
 		Models []AgentModel `json:"models"`
 	}{ms})
+}
+
+func (s *Server) prompt(w http.ResponseWriter, r *http.Request) {
+	var req proto.PromptRequest
+	if err := DecodeBody(r, &req); err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	if req.Message == "" {
+		WriteError(w, http.StatusBadRequest, `missing "message"`)
+		return
+	}
+	res, err := s.backend.Prompt(r.Context(), r.PathValue("name"), req)
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) sessions(w http.ResponseWriter, r *http.Request) {
+	list, err := s.backend.Sessions(r.Context(), r.PathValue("name"))
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	if list == nil {
+		list = []agent.SessionInfo{}
+	}
+	WriteJSON(w, http.StatusOK, struct {
+		Sessions []agent.SessionInfo `json:"sessions"`
+	}{list})
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/beige-dev/beige/internal/agent"
 	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/proto"
 	"github.com/beige-dev/beige/internal/tools"
@@ -26,6 +27,17 @@ func (s *stub) Models(ctx context.Context, agent string) ([]AgentModel, error) {
 		return nil, proto.Errorf(http.StatusNotFound, "unknown agent %q", agent)
 	}
 	return []AgentModel{{Model: llm.Model{ID: "claude-sonnet-4-6", Input: []string{"text"}}, ThinkingLevel: "off"}}, nil
+}
+
+func (s *stub) Prompt(ctx context.Context, agentName string, req proto.PromptRequest) (proto.PromptResponse, error) {
+	if agentName != "assistant" {
+		return proto.PromptResponse{}, proto.Errorf(http.StatusNotFound, "unknown agent %q", agentName)
+	}
+	return proto.PromptResponse{Response: "echo: " + req.Message}, nil
+}
+
+func (s *stub) Sessions(ctx context.Context, agentName string) ([]agent.SessionInfo, error) {
+	return nil, nil
 }
 
 func (s *stub) Exec(ctx context.Context, agent string, req proto.ExecRequest) (proto.ToolResult, error) {
@@ -74,6 +86,9 @@ func TestBadRequests(t *testing.T) {
 		{"unknown agent", "POST", "/api/agents/nobody/exec", `{"tool":"exec","params":{"command":"ls"}}`, 404, `unknown agent \"nobody\"`},
 		{"models", "GET", "/api/agents/assistant/models", ``, 200, `"id":"claude-sonnet-4-6"`},
 		{"models of unknown agent", "GET", "/api/agents/x/models", ``, 404, `unknown agent`},
+		{"prompt", "POST", "/api/agents/assistant/prompt", `{"message":"hi"}`, 200, `"response":"echo: hi"`},
+		{"prompt without message", "POST", "/api/agents/assistant/prompt", `{"sessionKey":"x"}`, 400, `missing \"message\"`},
+		{"sessions", "GET", "/api/agents/assistant/sessions", ``, 200, `"sessions":[]`},
 		{"unknown endpoint", "GET", "/api/nothing", ``, 404, `no such endpoint: GET /api/nothing`},
 		{"wrong method", "GET", "/api/agents/assistant/exec", ``, 404, `no such endpoint`},
 		{"oversize", "POST", "/api/agents/assistant/exec", `{"tool":"write","params":{"path":"/x","content":"` + strings.Repeat("a", MaxBodyBytes) + `"}}`, 413, "request body too large"},

@@ -83,3 +83,14 @@ type ProviderView struct {
 	API         *string `json:"api"`
 	Concurrency int     `json:"concurrency"`
 }
+
+// PromptRequest is the body of POST /api/agents/:name/prompt.
+type PromptRequest struct {
+	Message    string `json:"message"`
+	SessionKey string `json:"sessionKey,omitempty"`
+}
+
+// PromptResponse is its answer.
+type PromptResponse struct {
+	Response string `json:"response"`
+}

@@ -261,10 +261,11 @@ func TestEnsureFake(t *testing.T) {
 		t.Errorf("recreate calls = %q", calls)
 	}
 
-	// A paused container is recreated too.
+	// A paused container (a gateway died while it had it frozen) is
+	// resumed and kept.
 	f.containers[sb4.ID()].state = container.StatePaused
-	if sb5, err := d.Ensure(ctx, spec); err != nil || sb5.ID() == sb4.ID() {
-		t.Errorf("paused: %v", err)
+	if sb5, err := d.Ensure(ctx, spec); err != nil || sb5.ID() != sb4.ID() || !slices.Contains(f.callList(), "ContainerUnpause "+sb4.ID()) {
+		t.Errorf("paused: %v, calls %q", err, f.callList())
 	}
 }
 

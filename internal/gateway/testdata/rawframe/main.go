@@ -4,8 +4,8 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
-	"io"
 	"net"
 	"os"
 )
@@ -18,6 +18,6 @@ func main() {
 	}
 	defer c.Close()
 	fmt.Fprintf(c, "%s\n", os.Args[2])
-	data, _ := io.ReadAll(c)
-	fmt.Printf("%s", data)
+	line, _ := bufio.NewReader(c).ReadString('\n') // the answer is one line
+	fmt.Print(line)
 }

@@ -1,0 +1,99 @@
+package gateway
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/beige-dev/beige/internal/audit"
+	"github.com/beige-dev/beige/internal/llm/llmtest"
+)
+
+const canaryKey = "sk-canary-4242"
+
+// TestPromptRunsToolsInTheSandbox: a scripted model asks for exec, then
+// answers; the prompt API returns the answer, the command ran in the
+// sandbox, and the audit line names agent, session and model. Both wire
+// formats.
+func TestPromptRunsToolsInTheSandbox(t *testing.T) {
+	for _, api := range []string{"anthropic-messages", "openai-completions"} {
+		t.Run(api, func(t *testing.T) {
+			srv := llmtest.NewAnthropic(t)
+			if api == "openai-completions" {
+				srv = llmtest.NewOpenAI(t)
+			}
+			srv.Enqueue(llmtest.ToolCall("exec", map[string]any{"command": "echo hi > /workspace/x"}), llmtest.Text("done"))
+			g := startGatewayWith(t, gatewaySetup{
+				names:     []string{"prompter"},
+				providers: fmt.Sprintf("scripted: { api: %q, baseUrl: %q, apiKey: %q }", api, srv.URL(), canaryKey),
+				model:     "{ provider: 'scripted', model: 'test-model' }",
+			})
+			a := g.agents[0]
+			code, out := g.post(t, "/api/agents/"+a+"/prompt", `{"message": "write hi to x"}`)
+			if code != 200 || out["response"] != "done" {
+				t.Fatalf("prompt: %d %v", code, out)
+			}
+			if data, err := os.ReadFile(filepath.Join(g.home.Workspace(a), "x")); err != nil || string(data) != "hi\n" {
+				t.Errorf("x on the host: %q %v", data, err)
+			}
+			if srv.Count() != 2 || srv.Last().APIKey() != canaryKey {
+				t.Errorf("requests %d, key %q", srv.Count(), srv.Last().APIKey())
+			}
+			if !strings.Contains(srv.Last().AllText(), "Exit code: 0") {
+				t.Errorf("the tool result did not reach the model: %s", srv.Last().AllText())
+			}
+			rec := lastRecord(t, g, a, "exec")
+			if rec.Session != "api:"+a+":default" || rec.Model != "test-model" && rec.Model != "scripted/test-model" || rec.Type != audit.TypeCoreTool {
+				t.Errorf("audit: %+v", rec)
+			}
+			resp, _ := http.Get(g.URL() + "/api/agents/" + a + "/sessions")
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !strings.Contains(string(body), `"id":"api:`+a+`:default"`) {
+				t.Errorf("sessions: %s", body)
+			}
+			resp, _ = http.Get(g.URL() + "/api/agents/" + a + "/models")
+			body, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !strings.Contains(string(body), `"id":"test-model"`) || !strings.Contains(string(body), `"api":"`+api+`"`) {
+				t.Errorf("models: %s", body)
+			}
+			assertNoKey(t, g)
+		})
+	}
+}
+
+// assertNoKey checks the API key appears nowhere a user or agent can see.
+func assertNoKey(t *testing.T, g *testGateway) {
+	t.Helper()
+	for _, path := range []string{"/api/config", "/api/agents"} {
+		resp, err := http.Get(g.URL() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), canaryKey) {
+			t.Errorf("%s shows the key", path)
+		}
+	}
+	filepath.Walk(g.home.Dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() || info.Mode()&os.ModeType != 0 || strings.HasSuffix(p, "config.json5") {
+			return nil
+		}
+		if data, _ := os.ReadFile(p); strings.Contains(string(data), canaryKey) {
+			t.Errorf("%s holds the key", p)
+		}
+		return nil
+	})
+	for _, a := range g.agents {
+		text, _ := g.tool(t, a, "exec", map[string]any{"command": "env; cat /proc/1/environ; grep -rs sk-canary /workspace /tools /beige /etc /root /tmp | head -3"})
+		if strings.Contains(text, canaryKey) {
+			t.Errorf("the sandbox sees the key: %q", text)
+		}
+	}
+}
