@@ -27,8 +27,25 @@ import (
 // sandboxes of the test image.
 type testGateway struct {
 	*Gateway
-	home   home.Home
-	agents []string
+	home     home.Home
+	agents   []string
+	opts     Options
+	instance string
+}
+
+// restart shuts the gateway down and starts a new one on the same home
+// and config, as a restarted process would.
+func (g *testGateway) restart(t *testing.T) {
+	t.Helper()
+	g.Shutdown(context.Background())
+	opts := g.opts
+	opts.Runtime = sandboxtest.NewRuntime(t, sandbox.DockerOptions{Instance: g.instance})
+	ng, err := Start(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ng.Shutdown(context.Background()) })
+	g.Gateway = ng
 }
 
 // startGateway starts a gateway with one agent per name (each given a
@@ -79,18 +96,20 @@ func startGatewayWith(t *testing.T, s gatewaySetup) *testGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := Start(context.Background(), Options{
+	instance := "test-" + sandboxtest.Suffix()
+	opts := Options{
 		Home:         h,
 		Config:       cfg,
 		HelperBinary: sandboxtest.HelperBinary(t),
-		Runtime:      sandboxtest.NewRuntime(t, sandbox.DockerOptions{}),
+		Runtime:      sandboxtest.NewRuntime(t, sandbox.DockerOptions{Instance: instance}),
 		Addr:         "127.0.0.1:0",
-	})
+	}
+	g, err := Start(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Shutdown(context.Background()) })
-	return &testGateway{Gateway: g, home: h, agents: agents}
+	return &testGateway{Gateway: g, home: h, agents: agents, opts: opts, instance: instance}
 }
 
 // post sends body to path and decodes the JSON answer.

@@ -499,6 +499,10 @@ func (h *Host) SkillContext(agent string) string {
 // Channels returns the channels plugins registered, by name.
 func (h *Host) Channels() map[string]Channel { return maps.Clone(h.channels) }
 
+// HasPostResponse reports whether a plugin registered a postResponse hook
+// (a streaming proxy must then hold the answer back until the hooks saw it).
+func (h *Host) HasPostResponse() bool { return len(h.hooks.postResponse) > 0 }
+
 // RunPrePrompt runs the prePrompt hooks in order; the first error stops the
 // prompt and is returned.
 func (h *Host) RunPrePrompt(ctx context.Context, ev *PrePromptEvent) error {

@@ -71,14 +71,20 @@ type Skill struct {
 	Path        string // host folder; relative paths are relative to the plugin's folder
 }
 
-// Channel is a way to reach users (Telegram, Slack, ...).
-//
-// This is a placeholder: a later issue designs channels, and this interface
-// will change. Today a plugin may register one and the Host only keeps it.
+// Channel is a way to reach users (Telegram, Slack, Discord, ...), run in
+// the gateway process. A plugin registers it during Register; once the
+// gateway serves, Start is called with the PluginContext through which the
+// channel prompts agents. Start returns when the channel's background work
+// (polling, a websocket) is running; that work lasts until ctx ends, which
+// happens when the gateway stops or restarts (before the plugin's Stop).
 type Channel interface {
-	// Name identifies the channel; it is the first part of its session keys.
+	// Name identifies the channel; it is the first part of its session keys
+	// ("telegram" for telegram:<chat>[:<thread>]).
 	Name() string
-	// SendMessage sends text to a chat (and thread, when not empty).
+	// Start starts the channel's background work.
+	Start(ctx context.Context, pc PluginContext) error
+	// SendMessage sends text to a chat (and thread, when not empty), for
+	// notifications from other plugins (a modelSwitched hook, say).
 	SendMessage(ctx context.Context, chatID, threadID, text string) error
 	// SupportsMessaging reports whether SendMessage can be used.
 	SupportsMessaging() bool

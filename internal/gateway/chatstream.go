@@ -1,0 +1,216 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/beige-dev/beige/internal/config"
+	"github.com/beige-dev/beige/internal/httpapi"
+	"github.com/beige-dev/beige/internal/llm"
+	"github.com/beige-dev/beige/internal/plugin"
+	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/routing"
+)
+
+var (
+	_ httpapi.Streamer = (*Gateway)(nil)
+	_ httpapi.Hooker   = (*Gateway)(nil)
+)
+
+// ChatStream implements httpapi.Streamer: POST /api/chat/stream, the LLM
+// proxy for clients without keys (the terminal client). The model must be
+// one of the agent's; the agent's other models are its fallbacks. The
+// prePrompt and postResponse hooks run here, and every attempt is audited.
+func (g *Gateway) ChatStream(ctx context.Context, req httpapi.ChatStreamRequest, emit func(llm.Event)) error {
+	if req.AgentName == "" {
+		return proto.Errorf(http.StatusBadRequest, `missing "agentName": the proxy serves an agent's models`)
+	}
+	a, ok := g.agents[req.AgentName]
+	if !ok {
+		return proto.Errorf(http.StatusNotFound, "unknown agent %q", req.AgentName)
+	}
+	if req.Provider == "" || req.ModelID == "" {
+		return proto.Errorf(http.StatusBadRequest, `missing "provider" or "modelId"`)
+	}
+	refs := append([]config.ModelRef{a.cfg.Model}, a.cfg.FallbackModels...)
+	first := -1
+	for i, ref := range refs {
+		if ref.Provider == req.Provider && ref.Model == req.ModelID {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		return proto.Errorf(http.StatusForbidden, "model %s/%s is not one of agent %q's models (%s)", req.Provider, req.ModelID, req.AgentName, joinRefs(refs))
+	}
+	if len(req.Context.Messages) == 0 {
+		return proto.Errorf(http.StatusBadRequest, `"context.messages" is empty`)
+	}
+	key := req.SessionKey
+	if key == "" {
+		key = "tui:" + req.AgentName + ":default"
+	}
+	session := proto.ParseSessionKey(req.AgentName, key)
+
+	// The requested model first, then the agent's others in their order.
+	var cands []routing.Candidate
+	for _, i := range append([]int{first}, without(len(refs), first)...) {
+		c := g.candidate(refs[i])
+		applyChatOptions(&c, refs[i], req.Options)
+		cands = append(cands, c)
+	}
+
+	// prePrompt hooks see (and may change or block) the last user message.
+	if last := &req.Context.Messages[len(req.Context.Messages)-1]; last.User != nil {
+		ev := &plugin.PrePromptEvent{Agent: req.AgentName, Session: session, Model: cands[0].Key(), Prompt: last.User.Text()}
+		if err := g.plugins.RunPrePrompt(ctx, ev); err != nil {
+			emit(llm.Event{Type: llm.EventBlocked, Reason: err.Error()})
+			return nil
+		}
+		if ev.Prompt != last.User.Text() {
+			u := *last.User
+			u.Content = []llm.Content{llm.Text(ev.Prompt)}
+			last.User = &u
+		}
+	}
+
+	obs := g.observer(req.AgentName, session)
+	if !g.plugins.HasPostResponse() {
+		_, _, err := g.router.Stream(ctx, cands, req.Context, emit, obs)
+		_ = err // the router's last event (done or error) said it
+		return nil
+	}
+	// postResponse hooks may change or block the answer, so it is held back
+	// until they saw it.
+	var held []llm.Event
+	msg, c, err := g.router.Stream(ctx, cands, req.Context, func(ev llm.Event) { held = append(held, ev) }, obs)
+	if err != nil || msg == nil {
+		for _, ev := range held {
+			emit(ev)
+		}
+		return nil
+	}
+	ev := &plugin.PostResponseEvent{Agent: req.AgentName, Session: session, Model: c.Key(), Response: msg.Text()}
+	if err := g.plugins.RunPostResponse(ctx, ev); err != nil {
+		emit(llm.Event{Type: llm.EventBlocked, Reason: err.Error()})
+		return nil
+	}
+	if ev.Response == msg.Text() {
+		for _, e := range held {
+			emit(e)
+		}
+		return nil
+	}
+	// The answer was rewritten: send it as one text block.
+	out := msg.Clone()
+	var content []llm.Content
+	for _, b := range out.Content {
+		if b.Type != "text" {
+			content = append(content, b)
+		}
+	}
+	out.Content = append(content, llm.Text(ev.Response))
+	idx := len(content)
+	emit(llm.Event{Type: llm.EventStart})
+	emit(llm.Event{Type: llm.EventTextStart, ContentIndex: idx})
+	emit(llm.Event{Type: llm.EventTextDelta, ContentIndex: idx, Delta: ev.Response})
+	emit(llm.Event{Type: llm.EventTextEnd, ContentIndex: idx, Content: ev.Response})
+	emit(llm.Event{Type: llm.EventDone, Reason: string(out.StopReason), Message: out})
+	return nil
+}
+
+// applyChatOptions applies a proxied request's options to a candidate.
+func applyChatOptions(c *routing.Candidate, ref config.ModelRef, o *httpapi.ChatOptions) {
+	if o == nil {
+		return
+	}
+	if o.Reasoning != nil {
+		switch {
+		case !*o.Reasoning:
+			c.Options.ThinkingLevel = llm.ThinkingOff
+		case c.Options.ThinkingLevel == llm.ThinkingOff:
+			c.Options.ThinkingLevel = llm.ThinkingMedium
+		}
+	}
+	if o.MaxTokens > 0 {
+		c.Options.MaxTokens = o.MaxTokens
+	}
+	c.Options.Temperature = o.Temperature
+}
+
+func without(n, skip int) []int {
+	var out []int
+	for i := range n {
+		if i != skip {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func joinRefs(refs []config.ModelRef) string {
+	s := make([]string, len(refs))
+	for i, r := range refs {
+		s[i] = r.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+// PrePromptHook implements httpapi.Hooker.
+func (g *Gateway) PrePromptHook(ctx context.Context, agentName string, req httpapi.PrePromptRequest) (httpapi.PrePromptResponse, error) {
+	session, err := g.hookSession(agentName, req.SessionKey, req.Channel)
+	if err != nil {
+		return httpapi.PrePromptResponse{}, err
+	}
+	ev := &plugin.PrePromptEvent{Agent: agentName, Session: session, Model: g.primaryModel(agentName), Prompt: req.Message}
+	if err := g.plugins.RunPrePrompt(ctx, ev); err != nil {
+		reason := err.Error()
+		return httpapi.PrePromptResponse{Message: req.Message, Block: true, Reason: &reason}, nil
+	}
+	return httpapi.PrePromptResponse{Message: ev.Prompt}, nil
+}
+
+// PostResponseHook implements httpapi.Hooker.
+func (g *Gateway) PostResponseHook(ctx context.Context, agentName string, req httpapi.PostResponseRequest) (httpapi.PostResponseResponse, error) {
+	session, err := g.hookSession(agentName, req.SessionKey, req.Channel)
+	if err != nil {
+		return httpapi.PostResponseResponse{}, err
+	}
+	ev := &plugin.PostResponseEvent{Agent: agentName, Session: session, Model: g.primaryModel(agentName), Response: req.Response}
+	if err := g.plugins.RunPostResponse(ctx, ev); err != nil {
+		return httpapi.PostResponseResponse{Response: req.Response, Block: true}, nil
+	}
+	return httpapi.PostResponseResponse{Response: ev.Response}, nil
+}
+
+// SessionHook implements httpapi.Hooker: session-created and session-disposed.
+func (g *Gateway) SessionHook(ctx context.Context, agentName, hook string, req httpapi.SessionHookRequest) error {
+	session, err := g.hookSession(agentName, req.SessionKey, req.Channel)
+	if err != nil {
+		return err
+	}
+	if hook == httpapi.HookSessionCreated {
+		err = g.plugins.RunSessionCreated(ctx, &plugin.SessionCreatedEvent{Agent: agentName, Session: session})
+	} else {
+		err = g.plugins.RunSessionDisposed(ctx, &plugin.SessionDisposedEvent{Agent: agentName, Session: session})
+	}
+	if err != nil {
+		g.log.Warn("session hook failed", "hook", hook, "agent", agentName, "err", err)
+	}
+	return nil
+}
+
+func (g *Gateway) hookSession(agentName, key, channel string) (proto.SessionContext, error) {
+	if _, ok := g.agents[agentName]; !ok {
+		return proto.SessionContext{}, proto.Errorf(http.StatusNotFound, "unknown agent %q", agentName)
+	}
+	if key == "" {
+		key = "tui:" + agentName + ":default"
+	}
+	sc := proto.ParseSessionKey(agentName, key)
+	if channel != "" {
+		sc.Channel = channel
+	}
+	return sc, nil
+}

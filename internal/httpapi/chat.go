@@ -1,0 +1,190 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+
+	"github.com/beige-dev/beige/internal/llm"
+)
+
+// ChatStreamRequest is the body of POST /api/chat/stream.
+type ChatStreamRequest struct {
+	Provider   string       `json:"provider"`
+	ModelID    string       `json:"modelId"`
+	Context    llm.Context  `json:"context"`
+	Options    *ChatOptions `json:"options,omitempty"`
+	AgentName  string       `json:"agentName"`
+	SessionKey string       `json:"sessionKey,omitempty"`
+}
+
+// ChatOptions are the request options of a proxied model call.
+type ChatOptions struct {
+	// Reasoning turns thinking on (at the model's configured thinking
+	// level, or medium) or off.
+	Reasoning   *bool    `json:"reasoning,omitempty"`
+	MaxTokens   int      `json:"maxTokens,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty"`
+}
+
+// Streamer is the optional part of a Backend that proxies model calls.
+type Streamer interface {
+	// ChatStream runs the model call, calling emit with each event. An
+	// error returned before the first emit is the request's error (a
+	// *proto.Error for bad input); after that, failures are error events.
+	ChatStream(ctx context.Context, req ChatStreamRequest, emit func(llm.Event)) error
+}
+
+// Hooker is the optional part of a Backend that runs the hook endpoints.
+type Hooker interface {
+	PrePromptHook(ctx context.Context, agent string, req PrePromptRequest) (PrePromptResponse, error)
+	PostResponseHook(ctx context.Context, agent string, req PostResponseRequest) (PostResponseResponse, error)
+	SessionHook(ctx context.Context, agent, hook string, req SessionHookRequest) error
+}
+
+// Hook endpoint bodies, as http-api.md "Hook Endpoints".
+type (
+	PrePromptRequest struct {
+		Message    string `json:"message"`
+		SessionKey string `json:"sessionKey,omitempty"`
+		Channel    string `json:"channel,omitempty"`
+	}
+	PrePromptResponse struct {
+		Message string  `json:"message"`
+		Block   bool    `json:"block"`
+		Reason  *string `json:"reason"`
+	}
+	PostResponseRequest struct {
+		Response   string `json:"response"`
+		SessionKey string `json:"sessionKey,omitempty"`
+		Channel    string `json:"channel,omitempty"`
+	}
+	PostResponseResponse struct {
+		Response string `json:"response"`
+		Block    bool   `json:"block"`
+	}
+	SessionHookRequest struct {
+		SessionKey string `json:"sessionKey"`
+		Channel    string `json:"channel,omitempty"`
+	}
+)
+
+// Session hook names of SessionHook.
+const (
+	HookSessionCreated  = "session-created"
+	HookSessionDisposed = "session-disposed"
+)
+
+func (s *Server) chatStream(w http.ResponseWriter, r *http.Request) {
+	st, ok := s.backend.(Streamer)
+	if !ok {
+		s.notFound(w, r)
+		return
+	}
+	var req ChatStreamRequest
+	if err := DecodeBody(r, &req); err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	nd := &ndjson{w: w}
+	err := st.ChatStream(r.Context(), req, nd.emit)
+	if err != nil && !nd.started() {
+		s.writeErr(w, r, err)
+	}
+}
+
+// ndjson writes events as newline-delimited JSON, flushing each, and sends
+// the 200 header with the first.
+type ndjson struct {
+	mu      sync.Mutex
+	w       http.ResponseWriter
+	began   bool
+	failed  bool
+	scratch []byte
+}
+
+func (n *ndjson) started() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.began
+}
+
+func (n *ndjson) emit(ev llm.Event) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.failed {
+		return
+	}
+	if !n.began {
+		n.w.Header().Set("Content-Type", "application/x-ndjson")
+		n.w.Header().Set("Cache-Control", "no-cache")
+		n.w.Header().Set("X-Accel-Buffering", "no")
+		n.w.WriteHeader(http.StatusOK)
+		n.began = true
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	n.scratch = append(append(n.scratch[:0], b...), '\n')
+	if _, err := n.w.Write(n.scratch); err != nil {
+		n.failed = true // the client went away; its context ends the call
+		return
+	}
+	if f, ok := n.w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
+	hk, ok := s.backend.(Hooker)
+	if !ok {
+		s.notFound(w, r)
+		return
+	}
+	agent := r.PathValue("name")
+	switch hook := r.PathValue("hook"); hook {
+	case "pre-prompt":
+		var req PrePromptRequest
+		if err := DecodeBody(r, &req); err != nil {
+			s.writeErr(w, r, err)
+			return
+		}
+		res, err := hk.PrePromptHook(r.Context(), agent, req)
+		if err != nil {
+			s.writeErr(w, r, err)
+			return
+		}
+		WriteJSON(w, http.StatusOK, res)
+	case "post-response":
+		var req PostResponseRequest
+		if err := DecodeBody(r, &req); err != nil {
+			s.writeErr(w, r, err)
+			return
+		}
+		res, err := hk.PostResponseHook(r.Context(), agent, req)
+		if err != nil {
+			s.writeErr(w, r, err)
+			return
+		}
+		WriteJSON(w, http.StatusOK, res)
+	case HookSessionCreated, HookSessionDisposed:
+		var req SessionHookRequest
+		if err := DecodeBody(r, &req); err != nil {
+			s.writeErr(w, r, err)
+			return
+		}
+		if req.SessionKey == "" {
+			WriteError(w, http.StatusBadRequest, `missing "sessionKey"`)
+			return
+		}
+		if err := hk.SessionHook(r.Context(), agent, hook, req); err != nil {
+			s.writeErr(w, r, err)
+			return
+		}
+		WriteJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	default:
+		WriteError(w, http.StatusNotFound, "no such hook: "+hook+" (pre-prompt, post-response, session-created, session-disposed)")
+	}
+}

@@ -1,0 +1,82 @@
+package plugin
+
+import (
+	"context"
+
+	"github.com/beige-dev/beige/internal/llm"
+)
+
+// PluginContext is what a channel uses to talk to agents: the gateway's
+// agent manager and session settings, seen from a plugin. The gateway
+// implements it; everything a chat channel needs is here, so a Slack or
+// Discord channel needs nothing new.
+type PluginContext interface {
+	// Agents lists the configured agents, in config order.
+	Agents() []string
+	// Prompt sends a user message to an agent in a session and waits for
+	// the final answer. Prompts to one session run one at a time; Abort
+	// stops the running one. Streaming and verbose mode go through the
+	// request's callbacks.
+	Prompt(ctx context.Context, req PromptRequest) (*PromptResult, error)
+	// NewSession starts a fresh session under sessionKey; the old one's
+	// file stays.
+	NewSession(ctx context.Context, agent, sessionKey string) error
+	// Abort stops the running prompt of a session; it reports whether one ran.
+	Abort(agent, sessionKey string) bool
+	// Compact summarises the session's older turns now.
+	Compact(ctx context.Context, agent, sessionKey string) error
+	// Status describes a session.
+	Status(ctx context.Context, agent, sessionKey string) (SessionStatus, error)
+	// Models lists the agent's models as "provider/model", primary first.
+	Models(agent string) []string
+	// SetModel pins the session to one of the agent's models
+	// ("provider/model"); "" returns it to the agent's own order
+	// (primary, then fallbacks). Any other model is an error.
+	SetModel(ctx context.Context, agent, sessionKey, model string) error
+	// Settings returns the session's settings: the system defaults
+	// (SystemSettings), overridden by the channel's defaults, overridden by
+	// what the session set (SetSetting).
+	Settings(sessionKey string, channelDefaults map[string]any) map[string]any
+	// SetSetting overrides one setting for a session (persisted in
+	// $BEIGE_HOME/sessions/session-settings.json); a nil value removes the
+	// override.
+	SetSetting(sessionKey, name string, value any) error
+}
+
+// SystemSettings are the settings every session starts from.
+var SystemSettings = map[string]any{
+	"verbose":   false,
+	"streaming": true,
+}
+
+// PromptRequest is one user message for PluginContext.Prompt.
+type PromptRequest struct {
+	Agent      string
+	SessionKey string // channel:chatId[:threadId]
+	Message    string
+	// OnEvent, if set, receives the model's stream events (text deltas and
+	// so on), for streaming replies.
+	OnEvent func(llm.Event)
+	// OnToolStart, if set, is told before each tool call runs, with a one
+	// line summary such as "exec: ls -la" (verbose mode).
+	OnToolStart func(summary string)
+}
+
+// PromptResult is the outcome of a prompt.
+type PromptResult struct {
+	Text  string // the final answer
+	Model string // provider/model that gave it
+	Usage llm.Usage
+}
+
+// SessionStatus describes a session for a /status command.
+type SessionStatus struct {
+	Agent      string
+	SessionKey string
+	Model      string // the model the session uses (pinned, or the agent's primary)
+	Pinned     bool   // the model was chosen with SetModel
+	Running    bool   // a prompt is running
+	File       string // the session file, "" before the first message
+	CreatedAt  string
+	UpdatedAt  string
+}
