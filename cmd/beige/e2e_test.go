@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -216,4 +217,124 @@ func (e *e2e) prompt(t *testing.T, message string) string {
 		t.Fatalf("prompt: %d %s", resp.StatusCode, out.Error)
 	}
 	return out.Response
+}
+
+// TestGracefulRestart: 20 prompts in flight and a restart: each completes
+// or gets a clear error, the gateway is healthy again within 5 s, and a
+// config change made before the restart is in effect. A config that no
+// longer validates leaves the gateway running and says why.
+func TestGracefulRestart(t *testing.T) {
+	srv := llmtest.NewAnthropic(t)
+	srv.SetDefault(llmtest.Text("answer").WithDelay(time.Second))
+	e := newE2EWith(t, fmt.Sprintf(`scripted: { api: "anthropic-messages", baseUrl: %q, apiKey: "${ANTHROPIC_API_KEY}" }`, srv.URL()), `{ provider: "scripted", model: "test-model" }`)
+	e.start()
+
+	type outcome struct {
+		code int
+		body string
+	}
+	results := make(chan outcome, 20)
+	for i := range 20 {
+		go func() {
+			body := fmt.Sprintf(`{"message": "prompt %d", "sessionKey": "api:restart-%d"}`, i, i)
+			resp, err := http.Post(e.url("/api/agents/"+e.agent+"/prompt"), "application/json", strings.NewReader(body))
+			if err != nil {
+				results <- outcome{0, err.Error()}
+				return
+			}
+			defer resp.Body.Close()
+			data, _ := io.ReadAll(resp.Body)
+			results <- outcome{resp.StatusCode, string(data)}
+		}()
+	}
+	if !srv.WaitInFlight(20, 10*time.Second) {
+		t.Fatalf("only %d prompts reached the model", srv.InFlight())
+	}
+
+	// A config change, then the restart.
+	cfgPath := filepath.Join(e.home, "config.json5")
+	cfg := string(mustReadFile(t, cfgPath))
+	os.WriteFile(cfgPath, []byte(strings.Replace(cfg, `model: "test-model"`, `model: "test-model-2"`, 1)), 0o600)
+	resp, err := http.Post(e.url("/api/gateway/restart"), "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 202 || !strings.Contains(string(data), `"status":"restarting"`) {
+		t.Fatalf("restart: %d %s", resp.StatusCode, data)
+	}
+	restarted := time.Now()
+	for range 20 {
+		o := <-results
+		ok := o.code == 200 && strings.Contains(o.body, `"response":"answer"`)
+		clear := o.code == 503 && strings.Contains(o.body, "restarting")
+		if !ok && !clear {
+			t.Errorf("a prompt ended with %d %s", o.code, o.body)
+		}
+	}
+	if !e.waitHealthy(5 * time.Second) {
+		t.Fatal("not healthy within 5 s of the restart")
+	}
+	if d := time.Since(restarted); d > 5*time.Second {
+		t.Errorf("healthy %v after the restart", d)
+	}
+	var agents struct {
+		Agents []struct{ Model struct{ Model string } }
+	}
+	getJSON(t, e.url("/api/agents"), &agents)
+	if len(agents.Agents) != 1 || agents.Agents[0].Model.Model != "test-model-2" {
+		t.Errorf("the config change is not in effect: %+v", agents)
+	}
+
+	// A broken config: the gateway stays up on the old one and says why.
+	os.WriteFile(cfgPath, []byte(strings.Replace(cfg, `agents:`, `agentz:`, 1)), 0o600)
+	resp, err = http.Post(e.url("/api/gateway/restart"), "application/json", nil)
+	if err != nil || resp.StatusCode != 202 {
+		t.Fatalf("restart: %v", err)
+	}
+	resp.Body.Close()
+	var health struct{ Status, Config string }
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && health.Config == "" {
+		time.Sleep(50 * time.Millisecond)
+		getJSON(t, e.url("/api/health"), &health)
+	}
+	if health.Status != "ok" || !strings.Contains(health.Config, "agentz") {
+		t.Errorf("health after a broken reload: %+v", health)
+	}
+}
+
+func (e *e2e) waitHealthy(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(e.url("/api/health"))
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return true
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	json.NewDecoder(resp.Body).Decode(v)
+}
+
+func mustReadFile(t *testing.T, p string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }

@@ -174,7 +174,14 @@ func (a *app) runForeground(ctx context.Context, level string, daemon bool) erro
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := gateway.Run(ctx, gateway.Options{Home: h, Config: cfg, Logger: logger}); err != nil {
+	reload := func() (*config.Config, error) {
+		c, err := config.Load(cfg.File, loadOptions())
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+	if err := gateway.Run(ctx, gateway.Options{Home: h, Config: cfg, Logger: logger, Reload: reload}); err != nil {
 		logger.Error("gateway failed", "err", err)
 		return exitf(ExitFailure, "%v", err)
 	}

@@ -25,6 +25,9 @@ func (g *Gateway) Health(ctx context.Context) proto.Health {
 	if !g.ready.Load() {
 		h.Status = "starting"
 	}
+	if msg := g.configErr.Load(); msg != nil {
+		h.Config = *msg
+	}
 	for name, a := range g.agents {
 		if p := a.problem(); p != "" {
 			if h.Agents == nil {
@@ -122,5 +125,5 @@ func (g *Gateway) Exec(ctx context.Context, agent string, req proto.ExecRequest)
 		Session:     proto.ParseSessionKey(agent, key),
 		ExecTimeout: tools.HTTPExecTimeout,
 	})
-	return res, err
+	return res, g.stopError(err)
 }

@@ -33,7 +33,7 @@ func (g *Gateway) ChatStream(ctx context.Context, req httpapi.ChatStreamRequest,
 	if req.Provider == "" || req.ModelID == "" {
 		return proto.Errorf(http.StatusBadRequest, `missing "provider" or "modelId"`)
 	}
-	refs := append([]config.ModelRef{a.cfg.Model}, a.cfg.FallbackModels...)
+	refs := a.models()
 	first := -1
 	for i, ref := range refs {
 		if ref.Provider == req.Provider && ref.Model == req.ModelID {

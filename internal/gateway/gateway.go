@@ -12,6 +12,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -31,6 +33,7 @@ import (
 	"github.com/beige-dev/beige/internal/policy"
 	"github.com/beige-dev/beige/internal/routing"
 	"github.com/beige-dev/beige/internal/sandbox"
+	"github.com/beige-dev/beige/internal/settings"
 	"github.com/beige-dev/beige/internal/tools"
 )
 
@@ -47,6 +50,12 @@ type Options struct {
 	Addr string
 	// DrainTimeout bounds the wait for in-flight calls at shutdown (default 10 s).
 	DrainTimeout time.Duration
+	// RestartDrainTimeout bounds it for a restart (default 3 s), so that
+	// the gateway serves again within seconds.
+	RestartDrainTimeout time.Duration
+	// Reload reads the config from disk again, for a restart; nil means a
+	// restart keeps the config it has.
+	Reload func() (*config.Config, error)
 }
 
 // Gateway is a running gateway.
@@ -67,11 +76,25 @@ type Gateway struct {
 	health    *routing.Health
 	router    *routing.Router
 	manager   *agent.Manager
+	settings  *settings.Store
+
+	channelsCancel context.CancelFunc
+	channelErrs    sync.Map // channel name -> why it did not start
 
 	ln      net.Listener
 	srv     *http.Server
 	ready   atomic.Bool
 	started time.Time
+
+	// baseCtx is the context of every request; it is cancelled when the
+	// drain at shutdown runs out of time.
+	baseCtx    context.Context
+	baseCancel context.CancelFunc
+	stopping   atomic.Bool
+	ownRuntime bool // the runtime was made here, so Shutdown closes it
+
+	restartReq chan struct{}          // POST /api/gateway/restart
+	configErr  atomic.Pointer[string] // why the last reload was refused
 
 	stopOnce sync.Once
 	stopErr  error
@@ -91,6 +114,9 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	if opts.DrainTimeout == 0 {
 		opts.DrainTimeout = 10 * time.Second
 	}
+	if opts.RestartDrainTimeout == 0 {
+		opts.RestartDrainTimeout = 3 * time.Second
+	}
 	cfg := opts.Config
 	g := &Gateway{
 		opts:    opts,
@@ -100,6 +126,8 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		agents:  map[string]*agentRuntime{},
 		started: time.Now(),
 	}
+	g.baseCtx, g.baseCancel = context.WithCancel(context.Background())
+	g.restartReq = make(chan struct{}, 1)
 	ok := false
 	defer func() {
 		if !ok {
@@ -141,6 +169,7 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 			return nil, fmt.Errorf("connect to the Docker engine: %w", err)
 		}
 		g.opts.Runtime = d
+		g.ownRuntime = true
 	}
 	g.runtime = g.opts.Runtime
 
@@ -156,7 +185,12 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	api := httpapi.New(g, httpapi.Options{Host: cfg.Gateway.Host, AuthToken: cfg.Gateway.AuthToken.Reveal(), Logger: g.log.With("component", "http")})
-	g.srv = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
+	g.srv = &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return g.baseCtx },
+	}
 	go func() {
 		if err := g.srv.Serve(g.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			g.log.Error("http server stopped", "err", err)
@@ -164,6 +198,7 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	}()
 	g.log.Info("listening", "url", "http://"+g.ln.Addr().String())
 
+	g.settings = settings.Open(filepath.Join(g.home.SessionsDir(), "session-settings.json"), g.log.With("component", "settings"))
 	if err := g.openAgents(); err != nil {
 		return nil, err
 	}
@@ -178,6 +213,10 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.ready.Store(true)
+	g.startChannels()
+	if err := g.plugins.RunGatewayStarted(ctx, &plugin.GatewayStartedEvent{Agents: slices.Clone(cfg.AgentOrder)}); err != nil {
+		g.log.Warn("gatewayStarted hook failed", "err", err)
+	}
 	g.log.Info("gateway ready", "agents", len(g.agents), "startup", time.Since(g.started).Round(time.Millisecond))
 	ok = true
 	return g, nil
@@ -225,17 +264,16 @@ func (g *Gateway) URL() string { return "http://" + g.Addr() }
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.stopOnce.Do(func() {
 		g.ready.Store(false)
+		g.stopping.Store(true)
 		var errs []error
-		if g.srv != nil {
-			dctx, cancel := context.WithTimeout(ctx, g.opts.DrainTimeout)
-			if err := g.srv.Shutdown(dctx); err != nil {
-				g.log.Warn("in-flight requests did not finish in time; cancelling them", "timeout", g.opts.DrainTimeout)
-				g.srv.Close()
-			}
-			cancel()
+		if g.channelsCancel != nil {
+			g.channelsCancel() // no new messages from channels
 		}
-		if g.manager != nil {
-			errs = append(errs, g.manager.Close())
+		g.drain(ctx)
+		if g.plugins != nil {
+			if err := g.plugins.RunGatewayShutdown(ctx, &plugin.GatewayShutdownEvent{}); err != nil {
+				g.log.Warn("gatewayShutdown hook failed", "err", err)
+			}
 		}
 		for _, a := range g.agents {
 			errs = append(errs, a.closeToolBridge())
@@ -245,7 +283,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 			errs = append(errs, g.plugins.Close(pctx))
 			cancel()
 		}
-		if g.runtime != nil {
+		if g.runtime != nil && g.ownRuntime {
 			errs = append(errs, g.runtime.Close())
 		}
 		if g.health != nil {
@@ -260,15 +298,111 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	return g.stopErr
 }
 
+// drain stops the API from taking new requests and waits, up to the drain
+// timeout, for the requests and prompts in flight (channel prompts too);
+// then it cancels what is left, so that each gets a clear error.
+func (g *Gateway) drain(ctx context.Context) {
+	dctx, cancel := context.WithTimeout(ctx, g.opts.DrainTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	srvDone := make(chan struct{})
+	if g.srv != nil {
+		go func() {
+			defer close(srvDone)
+			if err := g.srv.Shutdown(dctx); err != nil {
+				// Cancelled below; give the handlers a moment to answer.
+				sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				if g.srv.Shutdown(sctx) != nil {
+					g.srv.Close()
+				}
+			}
+		}()
+	} else {
+		close(srvDone)
+	}
+	if g.manager != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g.manager.Shutdown(dctx) // waits for running prompts
+		}()
+	}
+	select {
+	case <-srvDone:
+	case <-dctx.Done():
+	}
+	if dctx.Err() != nil {
+		g.log.Warn("calls still in flight after the drain timeout; cancelling them", "timeout", g.opts.DrainTimeout)
+		g.baseCancel()
+		if g.manager != nil {
+			g.manager.Close() // aborts the running prompts
+		}
+	}
+	wg.Wait()
+	<-srvDone
+	g.baseCancel()
+	if g.manager != nil {
+		g.manager.Close()
+	}
+}
+
 // Run starts the gateway and serves until ctx is done, then shuts down.
+// A restart (POST /api/gateway/restart) reloads the config: when it
+// validates, the gateway drains, stops and starts again on it; when it does
+// not, the running gateway stays up and /api/health and the log say why.
+// A new config that fails to start falls back to the one that ran.
 func Run(ctx context.Context, opts Options) error {
 	g, err := Start(ctx, opts)
 	if err != nil {
 		return err
 	}
-	<-ctx.Done()
-	g.log.Info("stopping")
-	return g.Shutdown(context.Background())
+	for {
+		select {
+		case <-ctx.Done():
+			g.log.Info("stopping")
+			return g.Shutdown(context.Background())
+		case <-g.restartReq:
+		}
+		cfg := opts.Config
+		if opts.Reload != nil {
+			newCfg, err := opts.Reload()
+			if err != nil {
+				msg := err.Error()
+				g.configErr.Store(&msg)
+				g.log.Error("restart refused: the config does not validate; the gateway keeps running on the one it has", "errors", msg)
+				continue
+			}
+			cfg = newCfg
+		}
+		g.log.Info("restarting", "config", cfg.File)
+		g.opts.DrainTimeout = opts.RestartDrainTimeout
+		g.Shutdown(context.Background())
+		next := opts
+		next.Config = cfg
+		ng, err := Start(ctx, next)
+		if err != nil {
+			g.log.Error("the new config did not start; starting again on the old one", "err", err)
+			if ng, err = Start(ctx, opts); err != nil {
+				return fmt.Errorf("restart: %w", err)
+			}
+			msg := "the reloaded config did not start: " + err.Error()
+			ng.configErr.Store(&msg)
+		} else {
+			opts = next
+		}
+		g = ng
+		g.log.Info("restarted")
+	}
+}
+
+// Restart asks Run for a graceful restart (POST /api/gateway/restart).
+func (g *Gateway) Restart(ctx context.Context) error {
+	select {
+	case g.restartReq <- struct{}{}:
+	default: // one is already pending
+	}
+	return nil
 }
 
 // freeze pauses the agent's sandbox while a plugin tool checks and then uses

@@ -38,6 +38,7 @@ type testGateway struct {
 func (g *testGateway) restart(t *testing.T) {
 	t.Helper()
 	g.Shutdown(context.Background())
+	g.opts.Runtime.Close() // as a stopped process's would be
 	opts := g.opts
 	opts.Runtime = sandboxtest.NewRuntime(t, sandbox.DockerOptions{Instance: g.instance})
 	ng, err := Start(context.Background(), opts)

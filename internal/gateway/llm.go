@@ -53,8 +53,8 @@ func (g *Gateway) candidate(ref config.ModelRef) routing.Candidate {
 
 // candidates returns the agent's models in fallback order: primary first.
 func (g *Gateway) candidates(a *agentRuntime) []routing.Candidate {
-	out := []routing.Candidate{g.candidate(a.cfg.Model)}
-	for _, ref := range a.cfg.FallbackModels {
+	var out []routing.Candidate
+	for _, ref := range a.models() {
 		out = append(out, g.candidate(ref))
 	}
 	return out
@@ -100,6 +100,10 @@ func (m *routedModel) Info() llm.Model { return m.g.modelInfo(m.agent.cfg.Model)
 
 func (m *routedModel) Stream(ctx context.Context, c llm.Context, emit func(llm.Event)) (*llm.AssistantMessage, error) {
 	session, _ := agent.SessionFromContext(ctx)
-	msg, _, err := m.g.router.Stream(ctx, m.g.candidates(m.agent), c, emit, m.g.observer(m.agent.name, session))
+	cands := m.g.candidates(m.agent)
+	if pinned := m.g.pinnedModel(m.agent, session.SessionKey); pinned != nil {
+		cands = []routing.Candidate{m.g.candidate(*pinned)} // the user chose it: no fallback
+	}
+	msg, _, err := m.g.router.Stream(ctx, cands, c, emit, m.g.observer(m.agent.name, session))
 	return msg, err
 }

@@ -46,7 +46,7 @@ func (g *Gateway) Models(ctx context.Context, agent string) ([]httpapi.AgentMode
 	if !ok {
 		return nil, proto.Errorf(http.StatusNotFound, "unknown agent %q", agent)
 	}
-	refs := append([]config.ModelRef{a.cfg.Model}, a.cfg.FallbackModels...)
+	refs := a.models()
 	out := make([]httpapi.AgentModel, len(refs))
 	for i, ref := range refs {
 		out[i] = httpapi.AgentModel{Model: g.modelInfo(ref), ThinkingLevel: ref.ThinkingLevel}

@@ -85,7 +85,7 @@ func (g *Gateway) Prompt(ctx context.Context, agentName string, req proto.Prompt
 	}
 	res, err := g.manager.Prompt(ctx, agentName, req.SessionKey, req.Message, nil)
 	if err != nil {
-		return proto.PromptResponse{}, err
+		return proto.PromptResponse{}, g.stopError(err)
 	}
 	return proto.PromptResponse{Response: res.Text}, nil
 }
@@ -97,4 +97,13 @@ func (g *Gateway) Sessions(ctx context.Context, agentName string) ([]agent.Sessi
 		return nil, proto.Errorf(http.StatusNotFound, "unknown agent %q", agentName)
 	}
 	return s, err
+}
+
+// stopError turns the error of a call cut short by a stopping or restarting
+// gateway into one that says so (503), instead of a bare cancellation.
+func (g *Gateway) stopError(err error) error {
+	if err != nil && g.stopping.Load() && (errors.Is(err, context.Canceled) || errors.Is(err, agent.ErrAborted) || errors.Is(err, agent.ErrClosed)) {
+		return proto.Errorf(http.StatusServiceUnavailable, "the gateway is restarting or stopping; the call was cancelled: send it again")
+	}
+	return err
 }

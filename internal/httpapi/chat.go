@@ -70,6 +70,63 @@ type (
 	}
 )
 
+// Restarter is the optional part of a Backend that restarts the gateway.
+type Restarter interface {
+	// Restart starts a graceful restart and returns at once.
+	Restart(ctx context.Context) error
+}
+
+func (s *Server) restart(w http.ResponseWriter, r *http.Request) {
+	rs, ok := s.backend.(Restarter)
+	if !ok {
+		s.notFound(w, r)
+		return
+	}
+	if err := rs.Restart(r.Context()); err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusAccepted, map[string]string{
+		"status":  "restarting",
+		"message": "Graceful restart initiated. Follow progress with: beige gateway logs -f",
+	})
+}
+
+// ModelPinner is the optional part of a Backend that pins a session to one
+// of its agent's models.
+type ModelPinner interface {
+	SetSessionModel(ctx context.Context, agent, sessionKey, provider, modelID string) error
+}
+
+// SessionModelRequest is the body of PATCH /api/agents/:name/sessions/:key/model.
+type SessionModelRequest struct {
+	Provider string `json:"provider"`
+	ModelID  string `json:"modelId"`
+}
+
+func (s *Server) sessionModel(w http.ResponseWriter, r *http.Request) {
+	mp, ok := s.backend.(ModelPinner)
+	if !ok {
+		s.notFound(w, r)
+		return
+	}
+	var req SessionModelRequest
+	if err := DecodeBody(r, &req); err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	if req.Provider == "" || req.ModelID == "" {
+		WriteError(w, http.StatusBadRequest, `missing "provider" or "modelId"`)
+		return
+	}
+	key := r.PathValue("key")
+	if err := mp.SetSessionModel(r.Context(), r.PathValue("name"), key, req.Provider, req.ModelID); err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, map[string]string{"sessionKey": key, "provider": req.Provider, "modelId": req.ModelID})
+}
+
 // Session hook names of SessionHook.
 const (
 	HookSessionCreated  = "session-created"

@@ -76,6 +76,8 @@ func New(b Backend, opts Options) *Server {
 	s.mux.HandleFunc("POST /api/agents/{name}/prompt", s.prompt)
 	s.mux.HandleFunc("GET /api/agents/{name}/sessions", s.sessions)
 	s.mux.HandleFunc("POST /api/chat/stream", s.chatStream)
+	s.mux.HandleFunc("POST /api/gateway/restart", s.restart)
+	s.mux.HandleFunc("PATCH /api/agents/{name}/sessions/{key}/model", s.sessionModel)
 	s.mux.HandleFunc("POST /api/agents/{name}/hooks/{hook}", s.hook)
 	s.mux.HandleFunc("/", s.notFound)
 	return s

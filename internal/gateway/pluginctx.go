@@ -1,0 +1,194 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/beige-dev/beige/internal/agent"
+	"github.com/beige-dev/beige/internal/config"
+	"github.com/beige-dev/beige/internal/plugin"
+	"github.com/beige-dev/beige/internal/proto"
+)
+
+// modelSetting is the session setting that pins a session to one of its
+// agent's models ("provider/model").
+const modelSetting = "model"
+
+// pluginContext is the gateway as channel plugins see it.
+type pluginContext struct {
+	g *Gateway
+
+	mu      sync.Mutex
+	running map[string]int // agent\x00sessionKey -> prompts running
+}
+
+var _ plugin.PluginContext = (*pluginContext)(nil)
+
+func (p *pluginContext) Agents() []string { return slices.Clone(p.g.cfg.AgentOrder) }
+
+func (p *pluginContext) Prompt(ctx context.Context, req plugin.PromptRequest) (*plugin.PromptResult, error) {
+	if _, ok := p.g.agents[req.Agent]; !ok {
+		return nil, fmt.Errorf("unknown agent %q", req.Agent)
+	}
+	key := req.Agent + "\x00" + req.SessionKey
+	p.mu.Lock()
+	p.running[key]++
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		if p.running[key]--; p.running[key] == 0 {
+			delete(p.running, key)
+		}
+		p.mu.Unlock()
+	}()
+	opts := &agent.PromptOptions{OnEvent: req.OnEvent}
+	if req.OnToolStart != nil {
+		opts.OnToolStart = func(name string, args json.RawMessage) { req.OnToolStart(agent.ToolCallSummary(name, args)) }
+	}
+	res, err := p.g.manager.Prompt(ctx, req.Agent, req.SessionKey, req.Message, opts)
+	if err != nil {
+		return nil, err
+	}
+	out := &plugin.PromptResult{Text: res.Text, Usage: res.Usage}
+	for i := len(res.Messages) - 1; i >= 0; i-- {
+		if m := res.Messages[i].Assistant; m != nil {
+			out.Model = m.Provider + "/" + m.Model
+			break
+		}
+	}
+	return out, nil
+}
+
+func (p *pluginContext) NewSession(ctx context.Context, agentName, sessionKey string) error {
+	return p.g.manager.NewSession(ctx, agentName, sessionKey)
+}
+
+func (p *pluginContext) Abort(agentName, sessionKey string) bool {
+	return p.g.manager.Abort(agentName, sessionKey)
+}
+
+func (p *pluginContext) Compact(ctx context.Context, agentName, sessionKey string) error {
+	_, err := p.g.manager.Compact(ctx, agentName, sessionKey)
+	return err
+}
+
+func (p *pluginContext) Status(ctx context.Context, agentName, sessionKey string) (plugin.SessionStatus, error) {
+	a, ok := p.g.agents[agentName]
+	if !ok {
+		return plugin.SessionStatus{}, fmt.Errorf("unknown agent %q", agentName)
+	}
+	st := plugin.SessionStatus{Agent: agentName, SessionKey: sessionKey, Model: a.cfg.Model.String()}
+	if pinned := p.g.pinnedModel(a, sessionKey); pinned != nil {
+		st.Model, st.Pinned = pinned.String(), true
+	}
+	p.mu.Lock()
+	st.Running = p.running[agentName+"\x00"+sessionKey] > 0
+	p.mu.Unlock()
+	sessions, err := p.g.manager.Sessions(ctx, agentName)
+	if err != nil {
+		return st, err
+	}
+	for _, s := range sessions {
+		if s.ID == sessionKey {
+			st.File, st.CreatedAt, st.UpdatedAt = s.File, s.CreatedAt, s.UpdatedAt
+		}
+	}
+	return st, nil
+}
+
+func (p *pluginContext) Models(agentName string) []string {
+	a, ok := p.g.agents[agentName]
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, ref := range a.models() {
+		out = append(out, ref.String())
+	}
+	return out
+}
+
+func (p *pluginContext) SetModel(ctx context.Context, agentName, sessionKey, model string) error {
+	if model == "" {
+		return p.g.settings.Set(sessionKey, modelSetting, nil)
+	}
+	provider, id, _ := strings.Cut(model, "/")
+	return p.g.pinModel(agentName, sessionKey, provider, id)
+}
+
+func (p *pluginContext) Settings(sessionKey string, channelDefaults map[string]any) map[string]any {
+	return p.g.settings.Resolve(sessionKey, plugin.SystemSettings, channelDefaults)
+}
+
+func (p *pluginContext) SetSetting(sessionKey, name string, value any) error {
+	return p.g.settings.Set(sessionKey, name, value)
+}
+
+// models returns the agent's models, primary first.
+func (a *agentRuntime) models() []config.ModelRef {
+	return append([]config.ModelRef{a.cfg.Model}, a.cfg.FallbackModels...)
+}
+
+// pinModel pins a session to one of the agent's models; any other model is
+// refused (403).
+func (g *Gateway) pinModel(agentName, sessionKey, provider, modelID string) error {
+	a, ok := g.agents[agentName]
+	if !ok {
+		return proto.Errorf(http.StatusNotFound, "unknown agent %q", agentName)
+	}
+	for _, ref := range a.models() {
+		if ref.Provider == provider && ref.Model == modelID {
+			if sessionKey == "" {
+				sessionKey = agent.DefaultSessionKey(agentName)
+			}
+			return g.settings.Set(sessionKey, modelSetting, ref.String())
+		}
+	}
+	var names []string
+	for _, ref := range a.models() {
+		names = append(names, ref.String())
+	}
+	return proto.Errorf(http.StatusForbidden, "model %s/%s is not one of agent %q's models (%s)", provider, modelID, agentName, strings.Join(names, ", "))
+}
+
+// pinnedModel returns the model a session is pinned to, if it is still one
+// of the agent's.
+func (g *Gateway) pinnedModel(a *agentRuntime, sessionKey string) *config.ModelRef {
+	v, ok := g.settings.Get(sessionKey, modelSetting)
+	if !ok {
+		return nil
+	}
+	s, _ := v.(string)
+	for _, ref := range a.models() {
+		if ref.String() == s {
+			return &ref
+		}
+	}
+	return nil
+}
+
+// SetSessionModel implements PATCH /api/agents/:name/sessions/:key/model.
+func (g *Gateway) SetSessionModel(ctx context.Context, agentName, sessionKey, provider, modelID string) error {
+	return g.pinModel(agentName, sessionKey, provider, modelID)
+}
+
+// startChannels starts every channel plugins registered, once the gateway
+// serves; they stop when channelsCancel is called.
+func (g *Gateway) startChannels() {
+	ctx, cancel := context.WithCancel(context.Background())
+	g.channelsCancel = cancel
+	pc := &pluginContext{g: g, running: map[string]int{}}
+	for name, ch := range g.plugins.Channels() {
+		if err := ch.Start(ctx, pc); err != nil {
+			g.log.Error("channel did not start", "channel", name, "err", err)
+			g.channelErrs.Store(name, err.Error())
+			continue
+		}
+		g.log.Info("channel started", "channel", name)
+	}
+}

@@ -1,0 +1,128 @@
+// Package settings owns the per-session settings overrides persisted in
+// $BEIGE_HOME/sessions/session-settings.json, and their resolution in three
+// layers: the system defaults, overridden by a channel's defaults,
+// overridden by the session's own choices (e.g. "/verbose on").
+package settings
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// Store holds every session's overrides. It is safe for concurrent use.
+type Store struct {
+	path string
+	log  *slog.Logger
+
+	mu   sync.Mutex
+	data map[string]map[string]any // session key -> name -> value
+}
+
+// Open loads the overrides at path. A missing file is an empty store; an
+// unreadable or corrupt one is logged, set aside as path.bad, and the store
+// starts empty (settings are conveniences, never a reason not to start).
+func Open(path string, log *slog.Logger) *Store {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{path: path, log: log, data: map[string]map[string]any{}}
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		log.Warn("cannot read session settings; starting without", "file", path, "err", err)
+	default:
+		if err := json.Unmarshal(data, &s.data); err != nil {
+			log.Warn("session settings are corrupt; set aside, starting without", "file", path, "err", err)
+			os.Rename(path, path+".bad")
+			s.data = map[string]map[string]any{}
+		}
+	}
+	return s
+}
+
+// Overrides returns a copy of a session's own settings.
+func (s *Store) Overrides(sessionKey string) map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.data[sessionKey])
+}
+
+// Get returns one of a session's own settings.
+func (s *Store) Get(sessionKey, name string) (any, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.data[sessionKey][name]
+	return v, ok
+}
+
+// Resolve returns the session's settings: system, overridden by channel,
+// overridden by the session's own.
+func (s *Store) Resolve(sessionKey string, system, channel map[string]any) map[string]any {
+	out := maps.Clone(system)
+	if out == nil {
+		out = map[string]any{}
+	}
+	maps.Copy(out, channel)
+	maps.Copy(out, s.Overrides(sessionKey))
+	return out
+}
+
+// Set overrides one setting of a session and saves the file; a nil value
+// removes the override.
+func (s *Store) Set(sessionKey, name string, value any) error {
+	if sessionKey == "" || name == "" {
+		return errors.New("settings: empty session key or name")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if value == nil {
+		delete(s.data[sessionKey], name)
+		if len(s.data[sessionKey]) == 0 {
+			delete(s.data, sessionKey)
+		}
+	} else {
+		if s.data[sessionKey] == nil {
+			s.data[sessionKey] = map[string]any{}
+		}
+		s.data[sessionKey][name] = value
+	}
+	return s.save()
+}
+
+// save writes the file atomically (a temp file, then rename). s.mu is held.
+func (s *Store) save() error {
+	data, err := json.MarshalIndent(s.data, "", "  ")
+	if err != nil {
+		return fmt.Errorf("settings: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
+		return fmt.Errorf("settings: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(s.path), ".session-settings-*")
+	if err != nil {
+		return fmt.Errorf("settings: %w", err)
+	}
+	_, werr := tmp.Write(append(data, '\n'))
+	if err := tmp.Close(); werr == nil {
+		werr = err
+	}
+	if werr == nil {
+		werr = os.Chmod(tmp.Name(), 0o600)
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), s.path)
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("settings: save %s: %w", s.path, werr)
+	}
+	return nil
+}
