@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
+	"github.com/beige-dev/beige/internal/atomicfile"
 	"github.com/beige-dev/beige/internal/llm"
 )
 
@@ -389,29 +389,11 @@ func loadSessionMap(path string) (map[string]mapEntry, error) {
 	return m, nil
 }
 
-// saveSessionMap writes session-map.json atomically: a temporary file in
-// the same folder, then a rename over the old one.
+// saveSessionMap writes session-map.json atomically.
 func saveSessionMap(path string, m map[string]mapEntry) error {
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
 	}
-	data = append(data, '\n')
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".session-map-*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, append(data, '\n'), 0o600)
 }

@@ -29,6 +29,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/beige-dev/beige/internal/atomicfile"
 	"github.com/beige-dev/beige/internal/config"
 )
 
@@ -196,38 +197,9 @@ func writeDocs(toolsDir string, b Builtin) error {
 		if err != nil {
 			return fmt.Errorf("plugin %s: read embedded %s: %w", b.Name, f, err)
 		}
-		if err := writeFileAtomic(filepath.Join(dir, f), data, 0o644); err != nil {
+		if err := atomicfile.WriteIfChanged(filepath.Join(dir, f), data, 0o644); err != nil {
 			return fmt.Errorf("plugin %s: write docs: %w", b.Name, err)
 		}
 	}
 	return nil
-}
-
-// writeFileAtomic writes data to p through a temporary file and a rename,
-// unless p already holds exactly data with mode perm.
-func writeFileAtomic(p string, data []byte, perm fs.FileMode) error {
-	if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm() == perm {
-		if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, data) {
-			return nil
-		}
-	}
-	f, err := os.CreateTemp(filepath.Dir(p), ".beige-tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(perm)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, p)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-	}
-	return err
 }

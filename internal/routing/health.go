@@ -12,6 +12,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/beige-dev/beige/internal/atomicfile"
 )
 
 // HealthFile is the name of the health file in $BEIGE_HOME/data.
@@ -346,7 +348,9 @@ func (h *Health) Flush() {
 	h.dirty = false
 	h.mu.Unlock()
 	if err == nil {
-		err = writeFileAtomic(h.path, data, 0o600)
+		if err = os.MkdirAll(filepath.Dir(h.path), 0o700); err == nil {
+			err = atomicfile.Write(h.path, data, 0o600)
+		}
 	}
 	if err != nil {
 		h.log.Warn("provider health: cannot write file", "path", h.path, "err", err)
@@ -363,46 +367,6 @@ func (h *Health) Close() error {
 	h.closed = true
 	h.mu.Unlock()
 	h.Flush()
-	return nil
-}
-
-// writeFileAtomic replaces path with data: a temporary file in the same
-// folder, synced, then renamed over path, then the folder synced.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if err = f.Chmod(perm); err != nil {
-		return err
-	}
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	if d, derr := os.Open(dir); derr == nil {
-		_ = d.Sync() // best effort: makes the rename durable
-		_ = d.Close()
-	}
 	return nil
 }
 

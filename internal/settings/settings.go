@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/beige-dev/beige/internal/atomicfile"
 )
 
 // Store holds every session's overrides. It is safe for concurrent use.
@@ -106,23 +108,8 @@ func (s *Store) save() error {
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
 		return fmt.Errorf("settings: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(s.path), ".session-settings-*")
-	if err != nil {
-		return fmt.Errorf("settings: %w", err)
-	}
-	_, werr := tmp.Write(append(data, '\n'))
-	if err := tmp.Close(); werr == nil {
-		werr = err
-	}
-	if werr == nil {
-		werr = os.Chmod(tmp.Name(), 0o600)
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), s.path)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("settings: save %s: %w", s.path, werr)
+	if err := atomicfile.Write(s.path, append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("settings: save %s: %w", s.path, err)
 	}
 	return nil
 }

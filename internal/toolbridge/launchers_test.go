@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/beige-dev/beige/internal/atomicfile"
 )
 
 func TestWriteLaunchers(t *testing.T) {
@@ -27,7 +29,7 @@ func TestWriteLaunchers(t *testing.T) {
 
 	// A file that is not a launcher stays; a launcher no longer listed goes.
 	os.WriteFile(filepath.Join(dir, "README"), []byte("mine"), 0o644)
-	os.WriteFile(filepath.Join(dir, ".beige-launcher-123"), []byte("half"), 0o600)
+	os.WriteFile(filepath.Join(dir, atomicfile.TempPrefix+"123"), []byte("half"), 0o600)
 	before, _ := os.Stat(filepath.Join(dir, "git"))
 	if err := WriteLaunchers(dir, []string{"git"}); err != nil {
 		t.Fatal(err)
