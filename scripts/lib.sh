@@ -52,3 +52,12 @@ ensure_busybox() {
 		apt_install busybox-static
 	fi
 }
+
+# ensure_tmux installs tmux, in which the terminal client's end-to-end test
+# drives the real binary.
+ensure_tmux() {
+	if ! command -v tmux >/dev/null 2>&1; then
+		log "installing tmux"
+		apt_install tmux
+	fi
+}

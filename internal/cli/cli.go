@@ -145,6 +145,7 @@ $BEIGE_HOME/config.json5 unless -c says otherwise.`,
 		a.configCommand(),
 		a.gatewayCommand(),
 		a.sandboxCommand(),
+		a.tuiCommand(),
 	)
 	return root
 }

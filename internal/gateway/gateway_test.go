@@ -65,7 +65,7 @@ type gatewaySetup struct {
 	sandbox   map[string]string // agent name -> more keys of its sandbox
 }
 
-func startGatewayWith(t *testing.T, s gatewaySetup) *testGateway {
+func startGatewayWith(t testing.TB, s gatewaySetup) *testGateway {
 	t.Helper()
 	sandboxtest.RequireDocker(t)
 	image := sandboxtest.Image(t)
