@@ -56,7 +56,8 @@ func run(n int) error {
 	b := &bench{dir: dir, home: filepath.Join(dir, "home"), agent: "bench-" + strconv.Itoa(os.Getpid())}
 	fmt.Fprintln(os.Stderr, "building beige and beige-sandbox (static)...")
 	for _, pkg := range []string{"cmd/beige", "cmd/beige-sandbox", "bench/toolbench"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, filepath.Base(pkg)), "./"+pkg)
+		// benchplugins builds in the noop tool, which times the bridge alone.
+		cmd := exec.Command("go", "build", "-tags", "benchplugins", "-o", filepath.Join(dir, filepath.Base(pkg)), "./"+pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
@@ -74,15 +75,17 @@ func run(n int) error {
 	if out, err := b.beige("setup"); err != nil {
 		return fmt.Errorf("setup: %v\n%s", err, out)
 	}
-	// A no-op plugin tool: an external plugin whose command is true.
-	noop := filepath.Join(dir, "noop")
-	os.MkdirAll(noop, 0o755)
-	os.WriteFile(filepath.Join(noop, "plugin.json"), []byte(`{"name": "noop", "description": "Does nothing.", "provides": {"tools": ["noop", "noop.denied"]}, "run": {"command": ["/bin/true"]}}`), 0o644)
+	// Plugin tools: the built-in noop (benchmark builds only), and an
+	// external plugin whose command is /bin/true, with a tool the agent may
+	// not use.
+	ext := filepath.Join(dir, "ext")
+	os.MkdirAll(ext, 0o755)
+	os.WriteFile(filepath.Join(ext, "plugin.json"), []byte(`{"name": "ext", "description": "Runs true.", "provides": {"tools": ["ext", "ext.denied"]}, "run": {"command": ["/bin/true"]}}`), 0o644)
 	cfg := fmt.Sprintf(`{ llm: { providers: { anthropic: { apiKey: "${ANTHROPIC_API_KEY}" } } },
-  plugins: { noop: { path: %q } },
-  agents: { %q: { model: { provider: "anthropic", model: "claude-sonnet-4-6" }, tools: ["noop"],
+  plugins: { noop: {}, ext: { path: %q } },
+  agents: { %q: { model: { provider: "anthropic", model: "claude-sonnet-4-6" }, tools: ["noop", "ext"],
     sandbox: { image: %q, extraMounts: [%q] } } },
-  gateway: { port: %d } }`, noop, b.agent, image, filepath.Join(dir, "toolbench")+":/opt/toolbench:ro", b.port)
+  gateway: { port: %d } }`, ext, b.agent, image, filepath.Join(dir, "toolbench")+":/opt/toolbench:ro", b.port)
 	if err := os.WriteFile(filepath.Join(b.home, "config.json5"), []byte(cfg), 0o600); err != nil {
 		return err
 	}
@@ -118,7 +121,7 @@ func run(n int) error {
 	// Plugin tools from inside the sandbox, beside what any process start
 	// costs there.
 	inside := map[string]toolTimes{}
-	for _, c := range []string{"/tools/bin/noop", "/tools/bin/noop.denied", "/bin/sh -c true"} {
+	for _, c := range []string{"/tools/bin/noop", "/tools/bin/ext", "/tools/bin/ext.denied", "/bin/sh -c true"} {
 		if inside[c], err = b.toolbench(c); err != nil {
 			return err
 		}
@@ -162,8 +165,9 @@ func run(n int) error {
 	us := func(v int64) string { return fmt.Sprintf("%.2f ms", float64(v)/1000) }
 	fmt.Printf("from inside the sandbox (n=100)             p50        p90        p99\n")
 	for _, row := range []struct{ what, cmd string }{
-		{"no-op plugin tool (runs /bin/true on host)", "/tools/bin/noop"},
-		{"denied plugin tool (the bridge alone)", "/tools/bin/noop.denied"},
+		{"no-op plugin tool (built-in noop)", "/tools/bin/noop"},
+		{"external plugin tool (/bin/true on host)", "/tools/bin/ext"},
+		{"denied plugin tool", "/tools/bin/ext.denied"},
 		{"baseline: sh -c true", "/bin/sh -c true"},
 	} {
 		tt := inside[row.cmd]

@@ -217,6 +217,7 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	if err := g.plugins.RunGatewayStarted(ctx, &plugin.GatewayStartedEvent{Agents: slices.Clone(cfg.AgentOrder)}); err != nil {
 		g.log.Warn("gatewayStarted hook failed", "err", err)
 	}
+	trimResident()
 	g.log.Info("gateway ready", "agents", len(g.agents), "startup", time.Since(g.started).Round(time.Millisecond))
 	ok = true
 	return g, nil

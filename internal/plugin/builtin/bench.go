@@ -1,0 +1,7 @@
+//go:build benchplugins
+
+package builtin
+
+import (
+	_ "github.com/beige-dev/beige/internal/plugin/noop" // noop, for benchmarks only
+)
