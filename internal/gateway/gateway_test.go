@@ -63,6 +63,9 @@ type gatewaySetup struct {
 	plugins   string            // the text of the plugins object, e.g. "git: {}"
 	extra     map[string]string // agent name (without suffix) -> more keys of that agent
 	sandbox   map[string]string // agent name -> more keys of its sandbox
+	// rename replaces placeholders in the config by the agents' full
+	// names: {"AGENT": "tg"} puts tg's suffixed name where AGENT stands.
+	rename map[string]string
 }
 
 func startGatewayWith(t testing.TB, s gatewaySetup) *testGateway {
@@ -89,8 +92,16 @@ func startGatewayWith(t testing.TB, s gatewaySetup) *testGateway {
 		t.Cleanup(func() { sandboxtest.RemoveContainer(t, a) })
 	}
 	b.WriteString("} }")
+	text := b.String()
+	for placeholder, name := range s.rename {
+		for _, a := range agents {
+			if strings.HasPrefix(a, name+"-") {
+				text = strings.ReplaceAll(text, placeholder, a)
+			}
+		}
+	}
 	path := filepath.Join(h.Dir, "config.json5")
-	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := config.Load(path, &config.LoadOptions{Builtins: plugin.Builtins()})

@@ -4,5 +4,6 @@
 package builtin
 
 import (
-	_ "github.com/beige-dev/beige/internal/plugin/git" // git
+	_ "github.com/beige-dev/beige/internal/plugin/git"      // git
+	_ "github.com/beige-dev/beige/internal/plugin/telegram" // telegram
 )

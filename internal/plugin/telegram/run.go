@@ -1,0 +1,516 @@
+package telegram
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-telegram/bot"
+	"github.com/go-telegram/bot/models"
+
+	"github.com/beige-dev/beige/internal/plugin"
+)
+
+// pollTimeout is the long-polling timeout: getUpdates waits up to
+// pollTimeout-1s on Telegram's side. An HTTP request gives up after
+// pollTimeout+httpSlack.
+const (
+	pollTimeout = 30 * time.Second
+	httpSlack   = 15 * time.Second
+)
+
+// setupTimeout bounds the calls Start makes (getMe, the command menu).
+const setupTimeout = 10 * time.Second
+
+// run is one Start of the channel: the bot, its polling and the chats'
+// work, until its context ends.
+type run struct {
+	p      *Plugin
+	cfg    *Config
+	pc     plugin.PluginContext
+	log    *slog.Logger
+	bot    *bot.Bot
+	tr     *http.Transport
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	wg   sync.WaitGroup // every goroutine of the run
+	done chan struct{}  // closed when the run has ended
+
+	mu       sync.Mutex
+	username string // the bot's @username, without "@"; "" until known
+	queues   map[string]*queue
+	turns    map[string]*turn // the running prompt of each session
+	lastErr  string
+	lastErrT time.Time
+}
+
+// turn is a running prompt.
+type turn struct {
+	stopped atomic.Bool // /stop aborted it
+}
+
+func newRun(ctx context.Context, p *Plugin, pc plugin.PluginContext) (*run, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 4
+	r := &run{
+		p: p, cfg: p.cfg, pc: pc, log: p.log, tr: tr,
+		done:   make(chan struct{}),
+		queues: map[string]*queue{},
+		turns:  map[string]*turn{},
+	}
+	r.ctx, r.cancel = context.WithCancel(ctx)
+	b, err := bot.New(p.cfg.Token,
+		bot.WithSkipGetMe(),
+		bot.WithServerURL(p.cfg.APIURL),
+		bot.WithHTTPClient(pollTimeout, &http.Client{Transport: tr, Timeout: pollTimeout + httpSlack}),
+		bot.WithErrorsHandler(r.pollError),
+		bot.WithDefaultHandler(r.onUpdate),
+		bot.WithNotAsyncHandlers(),
+		bot.WithAllowedUpdates(bot.AllowedUpdates{"message"}),
+		bot.WithWorkers(1),
+	)
+	if err != nil {
+		r.cancel()
+		return nil, fmt.Errorf("telegram: %s", r.redact(err))
+	}
+	r.bot = b
+	return r, nil
+}
+
+// start learns the bot's name, replaces its command menu and starts
+// polling. A token Telegram refuses is an error; when Telegram cannot be
+// reached, the channel starts anyway and keeps trying in the background.
+func (r *run) start() error {
+	r.wg.Add(1) // held until start returns, so that done waits for it
+	go func() {
+		r.wg.Wait()
+		r.tr.CloseIdleConnections()
+		close(r.done)
+	}()
+	defer r.wg.Done()
+	err := r.setup()
+	var fatal *setupError
+	switch {
+	case errors.As(err, &fatal):
+		r.cancel()
+		return err
+	case err != nil:
+		r.log.Warn("telegram: cannot reach the Bot API yet; retrying in the background", "error", r.redact(err))
+		r.wg.Add(1)
+		go r.retrySetup()
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.bot.Start(r.ctx) // returns when r.ctx ends
+	}()
+	r.log.Info("telegram: polling", "bot", "@"+r.botName(), "apiUrl", r.cfg.APIURL)
+	return nil
+}
+
+// setupError is a setup failure that retrying will not cure.
+type setupError struct{ msg string }
+
+func (e *setupError) Error() string { return e.msg }
+
+// setup calls getMe, then deletes the bot's commands and registers its own.
+func (r *run) setup() error {
+	ctx, cancel := context.WithTimeout(r.ctx, setupTimeout)
+	defer cancel()
+	me, err := r.bot.GetMe(ctx)
+	if err != nil {
+		if errors.Is(err, bot.ErrorUnauthorized) || errors.Is(err, bot.ErrorNotFound) {
+			return &setupError{msg: "telegram: the Bot API refused the token (getMe: " + r.redact(err) + "); check plugins." + r.p.name + ".config.token"}
+		}
+		return err
+	}
+	r.mu.Lock()
+	r.username = me.Username
+	r.mu.Unlock()
+	r.setCommands(ctx)
+	return nil
+}
+
+// setCommands replaces the bot's command menu: the commands other
+// programs left are deleted first.
+func (r *run) setCommands(ctx context.Context) {
+	if _, err := withRetry(ctx, func(ctx context.Context) (bool, error) {
+		return r.bot.DeleteMyCommands(ctx, &bot.DeleteMyCommandsParams{})
+	}); err != nil {
+		r.log.Warn("telegram: deleteMyCommands failed", "error", r.redact(err))
+	}
+	if _, err := withRetry(ctx, func(ctx context.Context) (bool, error) {
+		return r.bot.SetMyCommands(ctx, &bot.SetMyCommandsParams{Commands: menu()})
+	}); err != nil {
+		r.log.Warn("telegram: setMyCommands failed", "error", r.redact(err))
+	}
+}
+
+// retrySetup retries setup with a growing delay until it works or the run
+// ends.
+func (r *run) retrySetup() {
+	defer r.wg.Done()
+	delay := time.Second
+	for {
+		if !sleep(r.ctx, delay) {
+			return
+		}
+		err := r.setup()
+		if err == nil {
+			r.log.Info("telegram: reached the Bot API", "bot", "@"+r.botName())
+			return
+		}
+		var fatal *setupError
+		if errors.As(err, &fatal) {
+			r.log.Error(fatal.msg)
+			r.cancel()
+			return
+		}
+		delay = min(delay*2, time.Minute)
+	}
+}
+
+func (r *run) botName() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.username
+}
+
+// stop ends the run and waits for it, as long as ctx allows.
+func (r *run) stop(ctx context.Context) error {
+	r.cancel()
+	select {
+	case <-r.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("telegram: stop: %w", ctx.Err())
+	}
+}
+
+func (r *run) finished() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// pollError receives the bot library's errors (mostly failed getUpdates
+// calls, which it retries with a growing delay up to 5 s). A refused token
+// stops the channel; the same error is logged at most once a minute.
+func (r *run) pollError(err error) {
+	if r.ctx.Err() != nil {
+		return
+	}
+	msg := r.redact(err)
+	if errors.Is(err, bot.ErrorUnauthorized) {
+		r.log.Error("telegram: the Bot API refused the token; the channel stops", "error", msg)
+		r.cancel()
+		return
+	}
+	r.mu.Lock()
+	repeat := msg == r.lastErr && time.Since(r.lastErrT) < time.Minute
+	if !repeat {
+		r.lastErr, r.lastErrT = msg, time.Now()
+	}
+	r.mu.Unlock()
+	if !repeat {
+		r.log.Warn("telegram: Bot API error", "error", msg)
+	}
+}
+
+func (r *run) logSendError(t target, err error) {
+	if r.ctx.Err() != nil {
+		return
+	}
+	r.log.Warn("telegram: sending failed", "chat_id", t.chat, "error", r.redact(err))
+}
+
+// onUpdate receives each update, in order, on the library's one worker. It
+// must not block: it checks the sender and queues the work.
+func (r *run) onUpdate(_ context.Context, _ *bot.Bot, upd *models.Update) {
+	if upd == nil || upd.Message == nil || r.ctx.Err() != nil {
+		return
+	}
+	r.handleMessage(upd.Message)
+}
+
+func (r *run) handleMessage(msg *models.Message) {
+	from := msg.From
+	if from == nil || from.IsBot {
+		r.log.Debug("telegram: message without a user sender, ignored", "chat_id", msg.Chat.ID)
+		return
+	}
+	if !r.cfg.allowed(from.ID, from.Username) {
+		r.log.Warn("telegram: message from a user not in allowedUsers, ignored",
+			"user_id", from.ID, "username", from.Username, "chat_id", msg.Chat.ID)
+		return
+	}
+	t := r.target(msg)
+	text := strings.TrimSpace(msg.Text)
+	if text == "" {
+		if msg.Chat.Type == models.ChatTypePrivate && hasMedia(msg) {
+			r.enqueueCommand(t, func(ctx context.Context) string {
+				return "Sorry, I can only read text messages."
+			})
+		}
+		return
+	}
+	name, args, kind := parseCommand(text, r.botName())
+	switch kind {
+	case forOtherBot:
+		return
+	case isCommand:
+		if name == "stop" { // not queued: it must reach a running prompt
+			r.wg.Add(1)
+			go func() {
+				defer r.wg.Done()
+				r.reply(t, r.cmdStop(t))
+			}()
+			return
+		}
+		r.enqueueCommand(t, func(ctx context.Context) string { return r.command(ctx, t, name, args) })
+		return
+	}
+	r.enqueuePrompt(t, msg.ID, text)
+}
+
+func hasMedia(m *models.Message) bool {
+	return m.Photo != nil || m.Document != nil || m.Voice != nil || m.Audio != nil ||
+		m.Video != nil || m.VideoNote != nil || m.Sticker != nil || m.Animation != nil
+}
+
+// target is where a message's session lives. A message_thread_id names a
+// forum topic; in a group without topics it names a reply chain, which
+// stays in the chat's session.
+func (r *run) target(msg *models.Message) target {
+	t := target{chatID: msg.Chat.ID, chat: strconv.FormatInt(msg.Chat.ID, 10)}
+	if msg.MessageThreadID != 0 && (msg.IsTopicMessage || msg.Chat.IsForum || msg.ReplyToMessage == nil) {
+		t.threadID = msg.MessageThreadID
+	}
+	t.key = sessionKey(r.p.name, t.chatID, t.threadID)
+	t.agent = r.cfg.agentFor(t.chatID, t.threadID)
+	return t
+}
+
+// queue is the work of one session: commands run one at a time, in order;
+// prompts run one at a time, in order, each after the commands sent before
+// it — but commands do not wait for prompts.
+type queue struct {
+	cmds       []job
+	cmdBusy    bool
+	prompts    []job
+	promptBusy bool
+	lastCmd    chan struct{} // closed when the last queued command is done
+}
+
+type job struct {
+	run   func()
+	after <-chan struct{} // for prompts: the commands before it
+	drop  func()          // for prompts: called instead of run when dropped
+}
+
+func (r *run) enqueueCommand(t target, fn func(ctx context.Context) string) {
+	done := make(chan struct{})
+	j := job{run: func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(r.ctx, commandTimeout)
+		defer cancel()
+		if text := fn(ctx); text != "" {
+			r.reply(t, text)
+		}
+	}}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.queue(t.key)
+	q.cmds = append(q.cmds, j)
+	q.lastCmd = done
+	if !q.cmdBusy {
+		q.cmdBusy = true
+		r.wg.Add(1)
+		go r.work(t.key, q, true)
+	}
+}
+
+func (r *run) enqueuePrompt(t target, msgID int, text string) {
+	seen := make(chan struct{})
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer close(seen)
+		r.react(r.ctx, t, msgID, reactionSeen)
+	}()
+	j := job{
+		run: func() { r.runPrompt(t, msgID, text, seen) },
+		drop: func() {
+			<-seen
+			r.react(r.ctx, t, msgID, reactionNone)
+		},
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.queue(t.key)
+	j.after = q.lastCmd
+	q.prompts = append(q.prompts, j)
+	if !q.promptBusy {
+		q.promptBusy = true
+		r.wg.Add(1)
+		go r.work(t.key, q, false)
+	}
+}
+
+// queue returns the queue of a session, creating it; r.mu is held.
+func (r *run) queue(key string) *queue {
+	q := r.queues[key]
+	if q == nil {
+		q = &queue{}
+		r.queues[key] = q
+	}
+	return q
+}
+
+// work runs the commands (or the prompts) of a session until none is
+// left.
+func (r *run) work(key string, q *queue, cmds bool) {
+	defer r.wg.Done()
+	for {
+		r.mu.Lock()
+		list, busy := &q.prompts, &q.promptBusy
+		if cmds {
+			list, busy = &q.cmds, &q.cmdBusy
+		}
+		if len(*list) == 0 || r.ctx.Err() != nil {
+			*list = nil
+			*busy = false
+			if !q.cmdBusy && !q.promptBusy && r.queues[key] == q {
+				delete(r.queues, key)
+			}
+			r.mu.Unlock()
+			return
+		}
+		j := (*list)[0]
+		*list = (*list)[1:]
+		r.mu.Unlock()
+		if j.after != nil {
+			select {
+			case <-j.after:
+			case <-r.ctx.Done():
+				continue
+			}
+		}
+		j.run()
+	}
+}
+
+// dropPrompts removes the prompts of a session that have not started; it
+// returns how many there were.
+func (r *run) dropPrompts(key string) int {
+	r.mu.Lock()
+	var dropped []job
+	if q := r.queues[key]; q != nil {
+		dropped, q.prompts = q.prompts, nil
+	}
+	r.mu.Unlock()
+	for _, j := range dropped {
+		if j.drop != nil {
+			j.drop()
+		}
+	}
+	return len(dropped)
+}
+
+// reply sends a command's answer as plain text.
+func (r *run) reply(t target, text string) {
+	if _, err := r.sendPlain(r.ctx, t, text); err != nil {
+		r.logSendError(t, err)
+	}
+}
+
+// runPrompt sends one message to the agent and the answer to the chat.
+func (r *run) runPrompt(t target, msgID int, text string, seen <-chan struct{}) {
+	settings := r.pc.Settings(t.key, r.cfg.Defaults.settings())
+	verbose := boolSetting(settings, "verbose", false)
+	streaming := boolSetting(settings, "streaming", true)
+
+	tu := &turn{}
+	r.mu.Lock()
+	r.turns[t.key] = tu
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		if r.turns[t.key] == tu {
+			delete(r.turns, t.key)
+		}
+		r.mu.Unlock()
+	}()
+
+	stopTyping := r.typing(t)
+	rep := newReply(r, t, streaming)
+	req := plugin.PromptRequest{Agent: t.agent, SessionKey: t.key, Message: text, OnEvent: rep.onEvent}
+	if verbose {
+		req.OnToolStart = rep.onToolStart
+	}
+	res, err := r.pc.Prompt(r.ctx, req)
+	stopTyping()
+
+	reaction := reactionDone
+	switch {
+	case r.ctx.Err() != nil: // shutting down: nothing more is sent
+		rep.finish("", false)
+		return
+	case err != nil && tu.stopped.Load():
+		rep.finish("", false)
+		reaction = reactionNone
+	case err != nil:
+		rep.finish("", false)
+		r.log.Warn("telegram: prompt failed", "agent", t.agent, "session", t.key, "error", err)
+		r.reply(t, "⚠️ "+clip(err.Error(), 1000))
+		reaction = reactionFailed
+	default:
+		answer := ""
+		if res != nil {
+			answer = res.Text
+		}
+		rep.finish(answer, true)
+	}
+	select {
+	case <-seen:
+	case <-r.ctx.Done():
+		return
+	}
+	r.react(r.ctx, t, msgID, reaction)
+}
+
+// boolSetting reads a boolean setting, accepting "on"/"off" strings too.
+func boolSetting(m map[string]any, name string, def bool) bool {
+	switch v := m[name].(type) {
+	case bool:
+		return v
+	case string:
+		if b, ok := parseOnOff(v); ok {
+			return b
+		}
+	}
+	return def
+}
+
+// clip shortens s to at most n bytes, on a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
