@@ -53,9 +53,6 @@ func (a *app) loadConfig() (*config.Config, error) {
 			for _, e := range list {
 				fmt.Fprintln(a.streams.Err, e.Error())
 			}
-			if len(list) > 1 {
-				fmt.Fprintf(a.streams.Err, "%d problems\n", len(list))
-			}
 			return nil, &ExitError{Code: ExitFailure}
 		}
 		return nil, exitf(ExitFailure, "%v", err)
