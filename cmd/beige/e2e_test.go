@@ -201,6 +201,10 @@ func TestSessionSurvivesSigkill(t *testing.T) {
 	if all := srv.Last().AllText(); !strings.Contains(all, "remember: the password is swordfish") || !strings.Contains(all, "noted: the password is swordfish") {
 		t.Errorf("the model did not see the earlier history: %s", all)
 	}
+	if srv.Last().APIKey() != "canary-123" {
+		t.Errorf("the provider got key %q", srv.Last().APIKey())
+	}
+	assertNoSecret(t, e.home, "canary-123")
 }
 
 func (e *e2e) prompt(t *testing.T, message string) string {
@@ -337,4 +341,77 @@ func mustReadFile(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// TestDaemon: from a fresh $BEIGE_HOME, `beige gateway start` detaches and
+// waits for health, `status` describes it, `logs` shows its log, `stop`
+// stops it; `status` then says it does not run.
+func TestDaemon(t *testing.T) {
+	sandboxtest.RequireDocker(t)
+	bin := sandboxtest.StaticBinary(t, "./cmd/beige")
+	home := filepath.Join(t.TempDir(), "fresh-home")
+	port := freePort(t)
+	env := append(os.Environ(), "BEIGE_HOME="+home, "BEIGE_SANDBOX_BINARY="+sandboxtest.HelperBinary(t),
+		"ANTHROPIC_API_KEY=canary-123", "BEIGE_SANDBOX_INSTANCE=daemon-"+sandboxtest.Suffix())
+	run := func(args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), code
+	}
+	if out, code := run("setup"); code != 0 || !strings.Contains(out, "created") {
+		t.Fatalf("setup: %d %s", code, out)
+	}
+	// Point the template at the test image and a free port; give the agent a unique name.
+	agent := "daemon-" + sandboxtest.Suffix()
+	cfgPath := filepath.Join(home, "config.json5")
+	cfg := strings.NewReplacer("beige-sandbox:latest", sandboxtest.Image(t), "port: 7433", fmt.Sprintf("port: %d", port), "assistant:", fmt.Sprintf("%q:", agent)).Replace(string(mustReadFile(t, cfgPath)))
+	os.WriteFile(cfgPath, []byte(cfg), 0o600)
+	t.Cleanup(func() { sandboxtest.RemoveContainer(t, agent) })
+
+	out, code := run("gateway", "start", "--timeout", "60")
+	t.Cleanup(func() { run("gateway", "stop") })
+	if code != 0 || !strings.Contains(out, "gateway started") || !strings.Contains(out, filepath.Join(home, "logs", "gateway.log")) {
+		t.Fatalf("start: %d %s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(home, "gateway.pid")); err != nil {
+		t.Error("no pid file")
+	}
+	if out, code := run("gateway", "start"); code == 0 || !strings.Contains(out, "already runs") {
+		t.Errorf("second start: %d %s", code, out)
+	}
+	if out, code := run("gateway", "status"); code != 0 || !strings.Contains(out, "running, pid") || !strings.Contains(out, agent) || !strings.Contains(out, "sandbox ready") {
+		t.Errorf("status: %d %s", code, out)
+	}
+	if out, code := run("gateway", "logs", "-n", "50"); code != 0 || !strings.Contains(out, "gateway ready") {
+		t.Errorf("logs: %d %s", code, out)
+	}
+	if out, code := run("gateway", "stop"); code != 0 || !strings.Contains(out, "gateway stopped") {
+		t.Errorf("stop: %d %s", code, out)
+	}
+	if out, code := run("gateway", "status"); code != 3 || !strings.Contains(out, "not running") {
+		t.Errorf("status after stop: %d %s", code, out)
+	}
+	assertNoSecret(t, home, "canary-123")
+}
+
+// assertNoSecret checks that no file of the home (the logs, the audit log,
+// sessions, settings) holds secret.
+func assertNoSecret(t *testing.T, home, secret string) {
+	t.Helper()
+	filepath.Walk(home, func(p string, info os.FileInfo, err error) error {
+		if err == nil && info.Mode().IsRegular() {
+			if data, _ := os.ReadFile(p); strings.Contains(string(data), secret) {
+				t.Errorf("%s holds the API key", p)
+			}
+		}
+		return nil
+	})
 }
