@@ -203,27 +203,43 @@ func (m *Manager) Prompt(ctx context.Context, agent, sessionKey, message string,
 	if sessionKey == "" {
 		sessionKey = DefaultSessionKey(agent)
 	}
+	var res *Result
+	err := m.withTurn(ctx, agent, sessionKey, func(pctx context.Context, setup *AgentSetup, conv *conversation) (err error) {
+		res, err = m.prompt(pctx, agent, sessionKey, message, opts, setup, conv)
+		return err
+	})
+	return res, err
+}
+
+// withTurn runs fn as the session's turn: the key checked, the agent's
+// setup, the session's turn (waiting for one that runs), and its
+// conversation loaded and marked running, so that Abort cancels fn's ctx.
+func (m *Manager) withTurn(ctx context.Context, agent, sessionKey string, fn func(ctx context.Context, setup *AgentSetup, conv *conversation) error) error {
 	if err := checkKey(sessionKey); err != nil {
-		return nil, err
+		return err
 	}
 	setup, err := m.setup(ctx, agent)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s, release, err := m.acquire(ctx, agent, sessionKey)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer release()
-
 	pctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	conv, err := m.begin(pctx, s, cancel)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer m.end(s, conv)
+	return fn(pctx, setup, conv)
+}
 
+// prompt is Prompt, in the session's turn.
+func (m *Manager) prompt(pctx context.Context, agent, sessionKey, message string, opts *PromptOptions, setup *AgentSetup, conv *conversation) (*Result, error) {
+	var err error
 	sc := proto.ParseSessionKey(agent, sessionKey)
 	if m.hooks != nil {
 		if message, err = m.hooks.PrePrompt(pctx, agent, sessionKey, message); err != nil {
@@ -419,27 +435,13 @@ func (m *Manager) Compact(ctx context.Context, agent, sessionKey string) (*Compa
 	if sessionKey == "" {
 		sessionKey = DefaultSessionKey(agent)
 	}
-	if err := checkKey(sessionKey); err != nil {
-		return nil, err
-	}
-	setup, err := m.setup(ctx, agent)
-	if err != nil {
-		return nil, err
-	}
-	s, release, err := m.acquire(ctx, agent, sessionKey)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	pctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	conv, err := m.begin(pctx, s, cancel)
-	if err != nil {
-		return nil, err
-	}
-	defer m.end(s, conv)
-	comp := &Compactor{Model: setup.Model, Threshold: setup.CompactionThreshold}
-	return conv.compact(pctx, comp, "", nil, true)
+	var c *Compaction
+	err := m.withTurn(ctx, agent, sessionKey, func(pctx context.Context, setup *AgentSetup, conv *conversation) (err error) {
+		comp := &Compactor{Model: setup.Model, Threshold: setup.CompactionThreshold}
+		c, err = conv.compact(pctx, comp, "", nil, true)
+		return err
+	})
+	return c, err
 }
 
 // SessionInfo is one session of GET /api/agents/:name/sessions.
