@@ -75,16 +75,15 @@ func (g *Gateway) ChatStream(ctx context.Context, req httpapi.ChatStreamRequest,
 		}
 	}
 
-	obs := g.observer(req.AgentName, session)
+	rc := g.newRouteCall(req.AgentName, session)
 	if !g.plugins.HasPostResponse() {
-		_, _, err := g.router.Stream(ctx, cands, req.Context, emit, obs)
-		_ = err // the router's last event (done or error) said it
+		rc.stream(ctx, cands, req.Context, emit) // its last event (done or error) says how it went
 		return nil
 	}
 	// postResponse hooks may change or block the answer, so it is held back
 	// until they saw it.
 	var held []llm.Event
-	msg, c, err := g.router.Stream(ctx, cands, req.Context, func(ev llm.Event) { held = append(held, ev) }, obs)
+	msg, c, err := rc.stream(ctx, cands, req.Context, func(ev llm.Event) { held = append(held, ev) })
 	if err != nil || msg == nil {
 		for _, ev := range held {
 			emit(ev)

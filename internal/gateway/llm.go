@@ -60,31 +60,55 @@ func (g *Gateway) candidates(a *agentRuntime) []routing.Candidate {
 	return out
 }
 
-// observer audits every model attempt and fires modelSwitched when a
-// session moves off its primary model.
-func (g *Gateway) observer(agentName string, session proto.SessionContext) *routing.Observer {
+// routeCall is one routed model call of an agent's session: it audits
+// every attempt, and when the call ends up answered by a model other than
+// the first candidate, fires modelSwitched with the reason of the last
+// switch.
+type routeCall struct {
+	g          *Gateway
+	agent      string
+	session    proto.SessionContext
+	lastReason string
+}
+
+func (g *Gateway) newRouteCall(agentName string, session proto.SessionContext) *routeCall {
+	return &routeCall{g: g, agent: agentName, session: session}
+}
+
+func (rc *routeCall) observer() *routing.Observer {
 	return &routing.Observer{
 		OnAttempt: func(c routing.Candidate, err error, d time.Duration) {
 			ms := d.Milliseconds()
 			rec := audit.Record{
-				Agent: agentName, Session: session.SessionKey, Channel: session.Channel,
+				Agent: rc.agent, Session: rc.session.SessionKey, Channel: rc.session.Channel,
 				Phase: audit.PhaseFinished, Type: audit.TypeLLM, Tool: c.Key(), Model: c.Key(),
 				Decision: audit.DecisionAllowed, Target: audit.TargetGateway, DurationMs: &ms,
 			}
 			if err != nil {
 				rec.Error = llm.ErrorMessage(err)
 			}
-			if err := g.audit.Log(rec); err != nil {
-				g.log.Error("audit a model call", "err", err)
+			if err := rc.g.audit.Log(rec); err != nil {
+				rc.g.log.Error("audit a model call", "err", err)
 			}
 		},
-		OnFallback: func(from, to routing.Candidate, reason string) {
-			ev := &plugin.ModelSwitchedEvent{Agent: agentName, Session: session, From: from.Key(), To: to.Key(), Reason: reason}
-			if err := g.plugins.RunModelSwitched(context.WithoutCancel(context.Background()), ev); err != nil {
-				g.log.Warn("modelSwitched hook failed", "agent", agentName, "err", err)
-			}
-		},
+		OnFallback: func(from, to routing.Candidate, reason string) { rc.lastReason = reason },
 	}
+}
+
+// stream runs the call through the router.
+func (rc *routeCall) stream(ctx context.Context, cands []routing.Candidate, c llm.Context, emit func(llm.Event)) (*llm.AssistantMessage, routing.Candidate, error) {
+	msg, used, err := rc.g.router.Stream(ctx, cands, c, emit, rc.observer())
+	if err == nil && len(cands) > 0 && used.Key() != cands[0].Key() {
+		reason := rc.lastReason
+		if reason == "" {
+			reason = plugin.SwitchFallbackError
+		}
+		ev := &plugin.ModelSwitchedEvent{Agent: rc.agent, Session: rc.session, From: cands[0].Key(), To: used.Key(), Reason: reason}
+		if err := rc.g.plugins.RunModelSwitched(context.WithoutCancel(ctx), ev); err != nil {
+			rc.g.log.Warn("modelSwitched hook failed", "agent", rc.agent, "err", err)
+		}
+	}
+	return msg, used, err
 }
 
 // routedModel is an agent's model as the agent loop sees it: every call
@@ -104,6 +128,6 @@ func (m *routedModel) Stream(ctx context.Context, c llm.Context, emit func(llm.E
 	if pinned := m.g.pinnedModel(m.agent, session.SessionKey); pinned != nil {
 		cands = []routing.Candidate{m.g.candidate(*pinned)} // the user chose it: no fallback
 	}
-	msg, _, err := m.g.router.Stream(ctx, cands, c, emit, m.g.observer(m.agent.name, session))
+	msg, _, err := m.g.newRouteCall(m.agent.name, session).stream(ctx, cands, c, emit)
 	return msg, err
 }

@@ -65,7 +65,15 @@ func (p *pluginContext) Prompt(ctx context.Context, req plugin.PromptRequest) (*
 }
 
 func (p *pluginContext) NewSession(ctx context.Context, agentName, sessionKey string) error {
-	return p.g.manager.NewSession(ctx, agentName, sessionKey)
+	if err := p.g.manager.NewSession(ctx, agentName, sessionKey); err != nil {
+		return err
+	}
+	// The old session under this key is done with.
+	ev := &plugin.SessionDisposedEvent{Agent: agentName, Session: proto.ParseSessionKey(agentName, sessionKey)}
+	if err := p.g.plugins.RunSessionDisposed(ctx, ev); err != nil {
+		p.g.log.Warn("sessionDisposed hook failed", "agent", agentName, "session", sessionKey, "err", err)
+	}
+	return nil
 }
 
 func (p *pluginContext) Abort(agentName, sessionKey string) bool {
