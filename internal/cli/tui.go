@@ -83,6 +83,9 @@ func (a *app) runTUI(ctx context.Context, agentName string, verbose bool) error 
 		SessionsDir: filepath.Join(h.SessionsDir(), tui.SessionsFolder),
 		Verbose:     verbose,
 		Logger:      log,
+		// The UI, and what it prints above itself (answers, tool lines,
+		// verbose notices), go to stderr, leaving stdout alone.
+		Output: a.streams.Err,
 	})
 	if err != nil {
 		return exitf(ExitFailure, "%v", err)
