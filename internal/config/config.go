@@ -131,6 +131,10 @@ type Sandbox struct {
 	PidsLimit int64 `json:"pidsLimit"`
 	// Network is "bridge" (default), "none", or a network name.
 	Network string `json:"network"`
+	// User is the numeric "uid:gid" agent code runs as (default: the
+	// gateway's own user when it is not root, else "1000:1000"). "root" or
+	// "0:0" runs agent code as host root (no user namespace): a warning.
+	User string `json:"user"`
 	// Runtime is the OCI runtime, e.g. "runsc" for gVisor.
 	Runtime     string            `json:"runtime"`
 	ExtraMounts []Mount           `json:"extraMounts"`

@@ -84,6 +84,7 @@ func (a *agentRuntime) spec() sandbox.Spec {
 		Skills:       a.g.plugins.Skills(a.name),
 		HelperBinary: a.g.opts.HelperBinary,
 		Env:          s.ExtraEnv,
+		User:         s.User,
 		MemoryLimit:  int64(s.MemoryLimit),
 		CPUs:         s.CPUs,
 		PidsLimit:    s.PidsLimit,

@@ -7,6 +7,10 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -53,6 +57,9 @@ type Spec struct {
 	HelperBinary string            // host path of the static beige-sandbox binary, mounted ro at /beige/tool-client and /beige/beige-sandbox
 	ExtraMounts  []Mount
 	Env          map[string]string // sandbox.extraEnv; PATH is always DefaultPATH
+	// User is "uid:gid" (numeric) that the agent's commands and file
+	// operations run as; "" = DefaultUser(). "0:0" (root) only when asked for.
+	User string
 
 	MemoryLimit int64   // bytes; 0 = engine default
 	CPUs        float64 // 0 = no limit
@@ -64,6 +71,37 @@ type Spec struct {
 	// SecurityOpt is passed to the engine; when nil, DefaultSecurityOpt
 	// (no-new-privileges) applies. CapAdd nil means DefaultCapAdd.
 	SecurityOpt []string
+}
+
+// RootUser is the User value that runs agent code as root.
+const RootUser = "0:0"
+
+// DefaultUser is the user agent code runs as when Spec.User is empty: the
+// gateway's own uid:gid when the gateway is not root (workspace files then
+// belong to the operator), else 1000:1000. Agent code never runs as root by
+// default: without a user namespace, container root is host root.
+func DefaultUser() string {
+	if uid := os.Getuid(); uid > 0 {
+		return strconv.Itoa(uid) + ":" + strconv.Itoa(os.Getgid())
+	}
+	return "1000:1000"
+}
+
+// ParseUser parses a "uid:gid" pair of numbers; "" means DefaultUser().
+func ParseUser(s string) (uid, gid int, err error) {
+	if s == "" {
+		s = DefaultUser()
+	}
+	us, gs, ok := strings.Cut(s, ":")
+	if !ok {
+		return 0, 0, fmt.Errorf("user %q: want numeric \"uid:gid\"", s)
+	}
+	uid, err1 := strconv.Atoi(us)
+	gid, err2 := strconv.Atoi(gs)
+	if err1 != nil || err2 != nil || uid < 0 || gid < 0 || uid > 1<<31-2 || gid > 1<<31-2 {
+		return 0, 0, fmt.Errorf("user %q: want numeric \"uid:gid\"", s)
+	}
+	return uid, gid, nil
 }
 
 // ExecRequest is one command run with sh -c in the sandbox.
