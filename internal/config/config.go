@@ -125,7 +125,8 @@ type Sandbox struct {
 	Image string `json:"image" cfg:"required"`
 	// MemoryLimit is e.g. "2g" or a number of bytes (default "3g").
 	MemoryLimit ByteSize `json:"memoryLimit"`
-	// CPUs is a fraction of CPUs, e.g. 1.5 (default no limit).
+	// CPUs is the CPU time the sandbox may use, in CPUs, e.g. 1.5 (default
+	// 1, so that one agent cannot load every core of the host; -1: no limit).
 	CPUs float64 `json:"cpus"`
 	// PidsLimit caps processes in the container (default 1024).
 	PidsLimit int64 `json:"pidsLimit"`
@@ -134,7 +135,11 @@ type Sandbox struct {
 	// User is the numeric "uid:gid" agent code runs as (default: the
 	// gateway's own user when it is not root, else "1000:1000"). "root" or
 	// "0:0" runs agent code as host root (no user namespace): a warning.
+	// "root" is stored as "0:0".
 	User string `json:"user"`
+	// ReadOnlyRootfs mounts the image's root filesystem read-only (default
+	// false); /tmp, $HOME and the workspace stay writable.
+	ReadOnlyRootfs bool `json:"readOnlyRootfs"`
 	// Runtime is the OCI runtime, e.g. "runsc" for gVisor.
 	Runtime     string            `json:"runtime"`
 	ExtraMounts []Mount           `json:"extraMounts"`
@@ -170,6 +175,7 @@ const (
 	DefaultLogMaxSize   = 10 << 20
 	DefaultLogMaxFiles  = 5
 	DefaultMemoryLimit  = 3 << 30
+	DefaultCPUs         = 1.0
 	DefaultNetwork      = "bridge"
 	DefaultThinkingOff  = "off"
 	DefaultSandboxImage = "beige-sandbox:latest"

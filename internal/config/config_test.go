@@ -276,6 +276,25 @@ func TestFields(t *testing.T) {
 			t.Errorf("%+v", s)
 		}
 	})
+
+	t.Run("sandbox user, cpus and read-only root", func(t *testing.T) {
+		for _, tc := range []struct {
+			fields, user string
+			cpus         float64
+			ro           bool
+		}{
+			{``, "", DefaultCPUs, false}, // defaults: the sandbox picks the non-root user; 1 CPU
+			{`user: "root", cpus: -1`, "0:0", -1, false},
+			{`user: "0:0", readOnlyRootfs: true`, "0:0", DefaultCPUs, true},
+			{`user: "1000:1000", cpus: 0.5`, "1000:1000", 0.5, false},
+		} {
+			src := strings.Replace(minimal("", "", ""), `sandbox: { image: "img" }`, `sandbox: { image: "img", `+tc.fields+` }`, 1)
+			s := f.mustParse(src).Agents["a1"].Sandbox
+			if s.User != tc.user || s.CPUs != tc.cpus || s.ReadOnlyRootfs != tc.ro {
+				t.Errorf("%s: user %q cpus %v readOnlyRootfs %v, want %q %v %v", tc.fields, s.User, s.CPUs, s.ReadOnlyRootfs, tc.user, tc.cpus, tc.ro)
+			}
+		}
+	})
 }
 
 func TestInterpolation(t *testing.T) {
@@ -402,6 +421,14 @@ func TestErrors(t *testing.T) {
 			[]string{`must be an absolute path`}},
 		{"bad mount string", strings.Replace(minimal("", "", ""), `image: "img"`, `image: "img", extraMounts: ["/a"]`, 1),
 			[]string{`want "hostPath:containerPath[:ro|rw]"`}},
+		{"user name", strings.Replace(minimal("", "", ""), `image: "img"`, `image: "img", user: "node"`, 1),
+			[]string{`agents.a1.sandbox.user: want a numeric "uid:gid" (e.g. "1000:1000") or "root", got "node"`}},
+		{"user without gid", strings.Replace(minimal("", "", ""), `image: "img"`, `image: "img", user: "1000"`, 1),
+			[]string{`agents.a1.sandbox.user: want a numeric "uid:gid"`}},
+		{"negative user", strings.Replace(minimal("", "", ""), `image: "img"`, `image: "img", user: "-1:0"`, 1),
+			[]string{`agents.a1.sandbox.user: want a numeric "uid:gid"`}},
+		{"negative cpus", strings.Replace(minimal("", "", ""), `image: "img"`, `image: "img", cpus: -2`, 1),
+			[]string{`agents.a1.sandbox.cpus: want a positive number of CPUs, or -1 for no limit`}},
 		{"extraEnv PATH", strings.Replace(minimal("", "", ""), `image: "img"`, `image: "img", extraEnv: { PATH: "/x" }`, 1),
 			[]string{`agents.a1.sandbox.extraEnv.PATH: PATH is set by beige`}},
 		{"log sizes", minimal("", "", `gateway: { log: { maxSizeBytes: 10, maxFiles: 0 } },`),

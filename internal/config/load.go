@@ -181,6 +181,12 @@ func applyDefaults(cfg *Config) {
 		if s.MemoryLimit == 0 {
 			s.MemoryLimit = DefaultMemoryLimit
 		}
+		if s.CPUs == 0 {
+			s.CPUs = DefaultCPUs
+		}
+		if s.User == "root" {
+			s.User = "0:0"
+		}
 		if s.Network == "" {
 			s.Network = DefaultNetwork
 		}

@@ -43,6 +43,9 @@ const MaxAgentName = 48
 // reservedTargets are sandbox paths an extra mount may not cover.
 var reservedTargets = []string{"/workspace", "/tools", "/beige", "/skills", "/proc", "/sys", "/dev"}
 
+// userRE is sandbox.user: numeric uid:gid, each below 2^31-1.
+var userRE = regexp.MustCompile(`^[0-9]{1,9}:[0-9]{1,9}$`)
+
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 type validator struct {
@@ -334,8 +337,11 @@ func (v *validator) sandbox(path string, s *Sandbox) {
 	if s.MemoryLimit != 0 && s.MemoryLimit < 6<<20 {
 		v.errorAt(path+".memoryLimit", "%d bytes is below Docker's minimum of 6 MB", s.MemoryLimit)
 	}
-	if s.CPUs < 0 {
-		v.errorAt(path+".cpus", "must not be negative")
+	if s.CPUs < 0 && s.CPUs != -1 {
+		v.errorAt(path+".cpus", "want a positive number of CPUs, or -1 for no limit")
+	}
+	if s.User != "" && s.User != "root" && !userRE.MatchString(s.User) {
+		v.errorAt(path+".user", "want a numeric \"uid:gid\" (e.g. \"1000:1000\") or \"root\", got %q", s.User)
 	}
 	if s.PidsLimit < -1 {
 		v.errorAt(path+".pidsLimit", "want a positive number, or -1 for no limit")

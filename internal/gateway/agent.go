@@ -40,23 +40,37 @@ func (a *agentRuntime) workspace() string { return a.g.plugins.Workspace(a.name)
 // before its sandbox starts.
 func (a *agentRuntime) openToolBridge() error {
 	h := a.g.home
-	if err := os.MkdirAll(a.workspace(), 0o755); err != nil {
+	if err := os.MkdirAll(a.workspace(), sandbox.WorkspaceMode); err != nil {
 		return fmt.Errorf("workspace of agent %q: %w", a.name, err)
 	}
-	if _, err := agent.SeedAgentsMD(a.workspace()); err != nil {
+	if created, err := agent.SeedAgentsMD(a.workspace()); err != nil {
 		a.g.log.Warn("could not seed AGENTS.md", "agent", a.name, "err", err)
+	} else if created && os.Geteuid() == 0 {
+		// The agent's user must be able to edit it. Lchown: the name was
+		// just created by us, and a link put in its place is not followed.
+		if uid, gid, err := sandbox.ParseUser(a.cfg.Sandbox.User); err == nil {
+			if err := os.Lchown(filepath.Join(a.workspace(), "AGENTS.md"), uid, gid); err != nil {
+				a.g.log.Warn("could not give AGENTS.md to the agent's user", "agent", a.name, "err", err)
+			}
+		}
 	}
 	if err := toolbridge.WriteLaunchers(h.Launchers(a.name), a.g.plugins.Launchers(a.name)); err != nil {
 		return fmt.Errorf("launchers of agent %q: %w", a.name, err)
 	}
-	if err := os.MkdirAll(h.SocketDir(a.name), 0o700); err != nil {
+	// The agent's folder is open (0755) so that the sandbox's non-root
+	// user reaches /beige; $BEIGE_HOME/sockets (0700) keeps others out.
+	if err := os.MkdirAll(h.SocketDir(a.name), sandbox.SocketDirMode); err != nil {
 		return fmt.Errorf("socket folder of agent %q: %w", a.name, err)
 	}
-	srv, err := toolbridge.Listen(h.Socket(a.name), a.name, a.g.plugins.Handle, &toolbridge.Options{Logger: a.g.log.With("component", "toolbridge")})
+	srv, err := toolbridge.Listen(h.Socket(a.name), a.name, a.g.plugins.Handle,
+		&toolbridge.Options{Logger: a.g.log.With("component", "toolbridge"), DirMode: sandbox.SocketDirMode})
 	if err != nil {
 		return fmt.Errorf("socket of agent %q: %w", a.name, err)
 	}
 	a.bridge = srv
+	if err := sandbox.PrepareSocket(h.Socket(a.name), a.cfg.Sandbox.User); err != nil {
+		return fmt.Errorf("socket of agent %q: %w", a.name, err)
+	}
 	if err := toolbridge.LinkSocket(h.SocketLink(a.name), filepath.Join(a.name, "gateway.sock")); err != nil {
 		return fmt.Errorf("socket link of agent %q: %w", a.name, err)
 	}
@@ -74,25 +88,26 @@ func (a *agentRuntime) closeToolBridge() error {
 func (a *agentRuntime) spec() sandbox.Spec {
 	h, s := a.g.home, a.cfg.Sandbox
 	spec := sandbox.Spec{
-		Agent:        a.name,
-		Image:        s.Image,
-		Workspace:    a.workspace(),
-		Launchers:    h.Launchers(a.name),
-		PackagesDir:  h.Packages(a.name),
-		SocketDir:    h.SocketDir(a.name),
-		Packages:     a.g.plugins.Packages(a.name),
-		Skills:       a.g.plugins.Skills(a.name),
-		HelperBinary: a.g.opts.HelperBinary,
-		Env:          s.ExtraEnv,
-		User:         s.User,
-		MemoryLimit:  int64(s.MemoryLimit),
-		CPUs:         s.CPUs,
-		PidsLimit:    s.PidsLimit,
-		Network:      s.Network,
-		Runtime:      s.Runtime,
-		CapAdd:       s.CapAdd,
-		CapDrop:      s.CapDrop,
-		SecurityOpt:  s.SecurityOpt,
+		Agent:          a.name,
+		Image:          s.Image,
+		Workspace:      a.workspace(),
+		Launchers:      h.Launchers(a.name),
+		PackagesDir:    h.Packages(a.name),
+		SocketDir:      h.SocketDir(a.name),
+		Packages:       a.g.plugins.Packages(a.name),
+		Skills:         a.g.plugins.Skills(a.name),
+		HelperBinary:   a.g.opts.HelperBinary,
+		Env:            s.ExtraEnv,
+		User:           s.User,
+		MemoryLimit:    int64(s.MemoryLimit),
+		CPUs:           s.CPUs,
+		PidsLimit:      s.PidsLimit,
+		ReadOnlyRootfs: s.ReadOnlyRootfs,
+		Network:        s.Network,
+		Runtime:        s.Runtime,
+		CapAdd:         s.CapAdd,
+		CapDrop:        s.CapDrop,
+		SecurityOpt:    s.SecurityOpt,
 	}
 	for _, m := range s.ExtraMounts {
 		spec.ExtraMounts = append(spec.ExtraMounts, sandbox.Mount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})

@@ -162,9 +162,12 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 				return nil, err
 			}
 		}
-		// BEIGE_SANDBOX_INSTANCE labels this gateway's sandboxes so that it
-		// prunes only its own (tests, or several gateways on one engine).
-		d, err := sandbox.NewDocker(sandbox.DockerOptions{Logger: g.log.With("component", "sandbox"), Instance: os.Getenv("BEIGE_SANDBOX_INSTANCE")})
+		// This gateway owns only the sandboxes of its instance: by default a
+		// hash of $BEIGE_HOME, so that gateways of different homes on one
+		// engine never remove or take over each other's containers.
+		// BEIGE_SANDBOX_INSTANCE overrides it (tests).
+		d, err := sandbox.NewDocker(sandbox.DockerOptions{Logger: g.log.With("component", "sandbox"),
+			Instance: os.Getenv("BEIGE_SANDBOX_INSTANCE"), Home: g.home.Dir})
 		if err != nil {
 			return nil, fmt.Errorf("connect to the Docker engine: %w", err)
 		}

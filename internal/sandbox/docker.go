@@ -2,11 +2,15 @@ package sandbox
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"path"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,6 +18,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 )
 
@@ -21,6 +26,10 @@ import (
 var (
 	ErrNoImage = errors.New("sandbox: image not found")
 	ErrClosed  = errors.New("sandbox: runtime closed")
+	// ErrNameTaken: a container named beige-<agent> exists that this
+	// gateway does not own (another $BEIGE_HOME's, or not beige's); it is
+	// left alone.
+	ErrNameTaken = errors.New("sandbox: container name taken")
 )
 
 // dockerAPI is the part of the Docker SDK the runtime uses; tests fake it.
@@ -51,10 +60,28 @@ type DockerOptions struct {
 	// DisableHelper makes every call a per-call docker exec (≈60 ms) instead
 	// of a request to the long-lived in-sandbox helper (≈1 ms).
 	DisableHelper bool
-	// Instance, when set, is stored in the LabelInstance label and limits
-	// Prune to the containers of the same instance (tests use it so that
-	// concurrent test processes do not prune each other).
+	// Instance is stored in the LabelInstance label of every container this
+	// runtime creates; Prune and Ensure touch only the containers of the
+	// same instance. When empty it is InstanceOf(Home); set it to share
+	// or split sandboxes otherwise (tests use one per test).
 	Instance string
+	// Home is the gateway's $BEIGE_HOME, stored in the LabelHome label (so
+	// that a name clash can say whose container it is) and the default of
+	// Instance.
+	Home string
+}
+
+// InstanceOf returns the default instance of a $BEIGE_HOME: a short hash
+// of its absolute, cleaned path ("" for "").
+func InstanceOf(home string) string {
+	if home == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(home); err == nil {
+		home = abs
+	}
+	sum := sha256.Sum256([]byte(filepath.Clean(home)))
+	return hex.EncodeToString(sum[:6])
 }
 
 // Docker is the Runtime backed by a Docker engine (DOCKER_HOST is honoured
@@ -64,6 +91,7 @@ type Docker struct {
 	log      *slog.Logger
 	noHelper bool
 	instance string
+	home     string
 
 	closed atomic.Bool
 
@@ -102,8 +130,12 @@ func newDocker(api dockerAPI, opts DockerOptions) *Docker {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	instance := opts.Instance
+	if instance == "" {
+		instance = InstanceOf(opts.Home)
+	}
 	return &Docker{
-		api: api, log: log, noHelper: opts.DisableHelper, instance: opts.Instance,
+		api: api, log: log, noHelper: opts.DisableHelper, instance: instance, home: opts.Home,
 		boxes: make(map[string]*dockerSandbox),
 		locks: make(map[string]*agentLock),
 		sums:  make(map[string]fileSumEntry),
@@ -118,9 +150,12 @@ func (d *Docker) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Ensure implements Runtime. A running container with the same config hash
-// is re-attached, a stopped one started, and any other container named
-// beige-<agent> that beige manages is removed and recreated.
+// Ensure implements Runtime. A running container of this instance with the
+// same config hash is re-attached, a stopped one started, and another
+// container of this instance named beige-<agent> is removed and recreated.
+// A container of another instance is never touched (ErrNameTaken), nor one
+// without an instance label (made by an older beige, or not by beige),
+// unless its /workspace is this agent's workspace.
 func (d *Docker) Ensure(ctx context.Context, spec Spec) (Sandbox, error) {
 	if err := spec.validate(); err != nil {
 		return nil, fmt.Errorf("start sandbox %q: %w", spec.Agent, err)
@@ -154,6 +189,9 @@ func (d *Docker) ensure(ctx context.Context, spec Spec) (*dockerSandbox, error) 
 	hash := ConfigHash(spec, helperSum, img.ID, d.instance)
 	name := ContainerName(spec.Agent)
 	log := d.log.With("agent", spec.Agent, "container", name)
+	if spec.IsRoot() {
+		log.Warn("agent code runs as root (sandbox.user); without a user namespace that is host root: files it makes in the workspace belong to root, and a sandbox escape is host root")
+	}
 
 	res, err := d.api.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	switch {
@@ -167,8 +205,11 @@ func (d *Docker) ensure(ctx context.Context, spec Spec) (*dockerSandbox, error) 
 	if c.Config != nil {
 		labels = c.Config.Labels
 	}
-	if labels[LabelManaged] != "true" {
-		return nil, fmt.Errorf("container %s exists and is not managed by beige; remove or rename it", name)
+	if err := d.owns(c, labels, spec, log); err != nil {
+		return nil, err
+	}
+	if err := prepareHost(spec, log); err != nil { // a host folder may have gone meanwhile; docs may have changed
+		return nil, err
 	}
 	if labels[LabelConfigHash] == hash && c.State != nil {
 		switch c.State.Status {
@@ -183,9 +224,6 @@ func (d *Docker) ensure(ctx context.Context, spec Spec) (*dockerSandbox, error) 
 			log.Info("sandbox was left paused; resumed it", "id", shortID(c.ID))
 			return d.track(ctx, spec, c.ID), nil
 		case container.StateCreated, container.StateExited:
-			if err := prepareHost(spec); err != nil { // a host folder may have gone meanwhile
-				return nil, err
-			}
 			if _, err := d.api.ContainerStart(ctx, c.ID, client.ContainerStartOptions{}); err != nil {
 				return nil, fmt.Errorf("start container %s: %w", name, err)
 			}
@@ -203,7 +241,7 @@ func (d *Docker) ensure(ctx context.Context, spec Spec) (*dockerSandbox, error) 
 }
 
 func (d *Docker) create(ctx context.Context, spec Spec, hash string, log *slog.Logger) (*dockerSandbox, error) {
-	if err := prepareHost(spec); err != nil {
+	if err := prepareHost(spec, log); err != nil {
 		return nil, err
 	}
 	labels := map[string]string{
@@ -213,6 +251,9 @@ func (d *Docker) create(ctx context.Context, spec Spec, hash string, log *slog.L
 	}
 	if d.instance != "" {
 		labels[LabelInstance] = d.instance
+	}
+	if d.home != "" {
+		labels[LabelHome] = d.home
 	}
 	cfg, host := containerConfig(spec, labels)
 	name := ContainerName(spec.Agent)
@@ -235,6 +276,59 @@ func (d *Docker) create(ctx context.Context, spec Spec, hash string, log *slog.L
 	}
 	log.Info("sandbox created", "id", shortID(created.ID), "image", spec.Image, "hash", short(hash))
 	return d.track(ctx, spec, created.ID), nil
+}
+
+// owns returns nil when this runtime may re-attach to, start, or replace the
+// existing container c named beige-<spec.Agent>, and ErrNameTaken otherwise.
+// It is ours when it carries our instance label. One with another instance
+// label is another gateway's. One without (made before instances existed,
+// or by another program such as the original Beige) may be replaced only
+// when its /workspace is a bind mount of exactly this agent's workspace:
+// then it provably belongs to this home, and nothing is lost by removing it.
+func (d *Docker) owns(c container.InspectResponse, labels map[string]string, spec Spec, log *slog.Logger) error {
+	name := ContainerName(spec.Agent)
+	inst := labels[LabelInstance]
+	managed := labels[LabelManaged] == "true"
+	switch {
+	case managed && inst == d.instance:
+		return nil
+	case managed && inst != "":
+		other := labels[LabelHome]
+		if other == "" {
+			other = "unknown"
+		}
+		return fmt.Errorf("%w: %s belongs to another beige gateway (instance %s, BEIGE_HOME %s); it is left alone: stop that gateway and remove the container, or give this agent another name",
+			ErrNameTaken, name, inst, other)
+	}
+	src := workspaceSource(c)
+	if spec.Workspace != "" && src != "" && filepath.Clean(src) == filepath.Clean(spec.Workspace) {
+		what := "made by another program (no beige labels)"
+		if managed {
+			what = "made by an older beige (no instance label)"
+		}
+		log.Warn("replacing a container "+what+": its /workspace is this agent's workspace, a bind mount, so no file is lost",
+			"id", shortID(c.ID), "workspace", src)
+		return nil
+	}
+	if src == "" {
+		src = "none"
+	}
+	if managed {
+		return fmt.Errorf("%w: %s was made by an older beige for another BEIGE_HOME (its /workspace is %s, not %s); it is left alone: remove it, or give this agent another name",
+			ErrNameTaken, name, src, spec.Workspace)
+	}
+	return fmt.Errorf("%w: %s exists and is not this gateway's (no beige labels; its /workspace is %s, not %s); it is left alone: remove or rename it",
+		ErrNameTaken, name, src, spec.Workspace)
+}
+
+// workspaceSource returns the host path mounted at /workspace in c, or "".
+func workspaceSource(c container.InspectResponse) string {
+	for _, m := range c.Mounts {
+		if path.Clean(m.Destination) == WorkspacePath && m.Type == mount.TypeBind {
+			return m.Source
+		}
+	}
+	return ""
 }
 
 // track returns the sandbox handle of a running container, keeping the one

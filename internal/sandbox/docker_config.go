@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"log/slog"
 	"maps"
 	"math"
 	"os"
@@ -16,19 +18,28 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
+
+	"github.com/beige-dev/beige/internal/atomicfile"
 )
 
 // Hardening defaults, applied when the Spec leaves the field at its zero value.
 var (
 	// DefaultCapDrop drops every capability; DefaultCapAdd then gives back
-	// the few a root user in a dev container needs to own and manage its
-	// files and processes. Dropped, among others: NET_RAW, NET_BIND_SERVICE,
-	// MKNOD, SYS_CHROOT, AUDIT_WRITE, SETFCAP, SETPCAP, FSETID.
+	// only what the root helper needs to run commands and file operations as
+	// the agent's user (SETUID, SETGID) and to stop them (KILL). Agent code
+	// runs as a non-root user, so it has none of them in effect. Dropped,
+	// among others: CHOWN, DAC_OVERRIDE, FOWNER, FSETID, NET_RAW,
+	// NET_BIND_SERVICE, MKNOD, SYS_CHROOT, AUDIT_WRITE, SETFCAP, SETPCAP.
 	DefaultCapDrop = []string{"ALL"}
-	DefaultCapAdd  = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"}
+	DefaultCapAdd  = []string{"SETUID", "SETGID", "KILL"}
+	// RootCapAdd replaces DefaultCapAdd when agent code runs as root
+	// (Spec.User "0:0"): what a root user in a dev container needs to own and
+	// manage its files and processes.
+	RootCapAdd = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"}
 	// DefaultSecurityOpt stops setuid binaries and file capabilities from
 	// raising privileges.
 	DefaultSecurityOpt = []string{"no-new-privileges:true"}
@@ -37,6 +48,21 @@ var (
 const (
 	// DefaultPidsLimit caps the processes of one sandbox (fork bombs).
 	DefaultPidsLimit int64 = 1024
+	// DefaultMemoryLimit is the memory of a sandbox when Spec.MemoryLimit is 0.
+	DefaultMemoryLimit int64 = 3 << 30
+	// DefaultCPUs is the CPU share of a sandbox when Spec.CPUs is 0: one
+	// CPU's worth of time, so that one agent cannot load every core of the host.
+	DefaultCPUs = 1.0
+	// HomePath is $HOME in every sandbox: a tmpfs owned by the agent's user
+	// (the image may have no home for that uid, and the root filesystem may
+	// be read-only). Its content is lost when the container is recreated.
+	HomePath = "/home/beige"
+	// TmpPath is a tmpfs (mode 1777) in every sandbox.
+	TmpPath = "/tmp"
+	// unprivilegedPortSysctl is set to 1024 in every sandbox with its own
+	// network namespace: Docker >= 20.10 sets it to 0, which lets any user
+	// bind ports below 1024 although NET_BIND_SERVICE is dropped.
+	unprivilegedPortSysctl = "net.ipv4.ip_unprivileged_port_start"
 	// DefaultNetwork is the network mode when Spec.Network is empty.
 	DefaultNetwork = "bridge"
 )
@@ -46,7 +72,8 @@ const (
 	LabelManaged    = "dev.beige.managed"     // "true"
 	LabelAgent      = "dev.beige.agent"       // the agent name
 	LabelConfigHash = "dev.beige.config-hash" // ConfigHash of the spec
-	LabelInstance   = "dev.beige.instance"    // DockerOptions.Instance, when set
+	LabelInstance   = "dev.beige.instance"    // DockerOptions.Instance (by default derived from $BEIGE_HOME)
+	LabelHome       = "dev.beige.home"        // DockerOptions.Home: the $BEIGE_HOME of the gateway that made it
 )
 
 // ContainerPrefix starts the name (and hostname) of every sandbox container.
@@ -54,7 +81,7 @@ const ContainerPrefix = "beige-"
 
 // containerLayout is part of the config hash; bump it when the way a Spec
 // becomes a container changes, so that old containers are recreated.
-const containerLayout = 1
+const containerLayout = 2
 
 var nameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 
@@ -94,10 +121,30 @@ func (s *Spec) validate() error {
 			return fmt.Errorf("invalid environment variable %q", k)
 		}
 	}
-	if s.MemoryLimit < 0 || s.CPUs < 0 || math.IsNaN(s.CPUs) || math.IsInf(s.CPUs, 0) {
-		return errors.New("negative or invalid resource limit")
+	if math.IsNaN(s.CPUs) || math.IsInf(s.CPUs, 0) || s.CPUs > 1e6 {
+		return errors.New("invalid CPU limit")
+	}
+	if s.PidsLimit < -1 {
+		return errors.New("invalid pids limit")
+	}
+	if _, _, err := ParseUser(s.User); err != nil {
+		return err
 	}
 	return nil
+}
+
+// user returns the spec's "uid:gid", with the default filled in.
+func (s *Spec) user() string {
+	if s.User == "" {
+		return DefaultUser()
+	}
+	return s.User
+}
+
+// IsRoot reports whether agent code of the spec runs as root.
+func (s *Spec) IsRoot() bool {
+	uid, _, err := ParseUser(s.User)
+	return err == nil && uid == 0
 }
 
 // ConfigHash returns the hex sha256 that identifies the container a spec
@@ -125,6 +172,17 @@ func ConfigHash(spec Spec, helperSum, imageID, instance string) string {
 	if s.Network == "" {
 		s.Network = DefaultNetwork
 	}
+	s.User = s.user()
+	if s.MemoryLimit == 0 {
+		s.MemoryLimit = DefaultMemoryLimit
+	} else if s.MemoryLimit < 0 {
+		s.MemoryLimit = -1
+	}
+	if s.CPUs == 0 {
+		s.CPUs = DefaultCPUs
+	} else if s.CPUs < 0 {
+		s.CPUs = -1
+	}
 	in := struct {
 		Layout   int
 		Spec     Spec
@@ -143,7 +201,11 @@ func ConfigHash(spec Spec, helperSum, imageID, instance string) string {
 // containerConfig turns spec into the engine's create request. It is pure:
 // prepareHost creates what must exist on the host first.
 func containerConfig(spec Spec, labels map[string]string) (*container.Config, *container.HostConfig) {
+	user := spec.user()
 	env := []string{"PATH=" + DefaultPATH}
+	if _, ok := spec.Env["HOME"]; !ok {
+		env = append(env, "HOME="+HomePath)
+	}
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		if k == "PATH" {
 			continue // PATH is always DefaultPATH
@@ -158,6 +220,7 @@ func containerConfig(spec Spec, labels map[string]string) (*container.Config, *c
 	cfg := &container.Config{
 		Hostname:   ContainerName(spec.Agent),
 		Image:      spec.Image,
+		User:       user, // the main process and every exec that does not say otherwise
 		Env:        env,
 		Entrypoint: cmd, // replaces the image's entrypoint; the image's CMD is not used
 		WorkingDir: WorkspacePath,
@@ -168,12 +231,27 @@ func containerConfig(spec Spec, labels map[string]string) (*container.Config, *c
 	if pids == 0 {
 		pids = DefaultPidsLimit
 	}
+	memory := spec.MemoryLimit
+	if memory == 0 {
+		memory = DefaultMemoryLimit
+	} else if memory < 0 {
+		memory = 0 // the engine's "no limit"
+	}
+	cpus := spec.CPUs
+	if cpus == 0 {
+		cpus = DefaultCPUs
+	} else if cpus < 0 {
+		cpus = 0 // the engine's "no limit"
+	}
 	capDrop, capAdd, secOpt := spec.CapDrop, spec.CapAdd, spec.SecurityOpt
 	if capDrop == nil {
 		capDrop = DefaultCapDrop
 	}
 	if capAdd == nil {
 		capAdd = DefaultCapAdd
+		if spec.IsRoot() {
+			capAdd = RootCapAdd
+		}
 	}
 	if secOpt == nil {
 		secOpt = DefaultSecurityOpt
@@ -182,18 +260,30 @@ func containerConfig(spec Spec, labels map[string]string) (*container.Config, *c
 	if network == "" {
 		network = DefaultNetwork
 	}
+	var sysctls map[string]string
+	if nm := container.NetworkMode(network); !nm.IsHost() && !nm.IsContainer() {
+		// Only a container with its own network namespace may set net.* sysctls.
+		sysctls = map[string]string{unprivilegedPortSysctl: "1024"}
+	}
+	uid, gid, _ := ParseUser(user) // validated
 	yes := true
 	host := &container.HostConfig{
-		Mounts:      mounts(spec),
-		NetworkMode: container.NetworkMode(network),
-		CapDrop:     slices.Clone(capDrop),
-		CapAdd:      slices.Clone(capAdd),
-		SecurityOpt: slices.Clone(secOpt),
-		Runtime:     spec.Runtime,
-		Init:        &yes,
+		Mounts:         mounts(spec),
+		NetworkMode:    container.NetworkMode(network),
+		CapDrop:        slices.Clone(capDrop),
+		CapAdd:         slices.Clone(capAdd),
+		SecurityOpt:    slices.Clone(secOpt),
+		Runtime:        spec.Runtime,
+		Init:           &yes,
+		ReadonlyRootfs: spec.ReadOnlyRootfs,
+		Sysctls:        sysctls,
+		Tmpfs: map[string]string{
+			TmpPath:  "rw,nosuid,nodev,mode=1777",
+			HomePath: fmt.Sprintf("rw,nosuid,nodev,mode=0700,uid=%d,gid=%d", uid, gid),
+		},
 		Resources: container.Resources{
-			Memory:    spec.MemoryLimit,
-			NanoCPUs:  int64(math.Round(spec.CPUs * 1e9)),
+			Memory:    memory,
+			NanoCPUs:  int64(math.Round(cpus * 1e9)),
 			PidsLimit: &pids,
 		},
 	}
@@ -210,10 +300,7 @@ func mounts(spec Spec) []mount.Mount {
 	}
 	add(spec.Workspace, WorkspacePath, false)
 	add(spec.Launchers, ToolsBinPath, true)
-	add(spec.PackagesDir, PackagesPath, true)
-	for _, name := range slices.Sorted(maps.Keys(spec.Packages)) {
-		add(spec.Packages[name], path.Join(PackagesPath, name), true)
-	}
+	add(spec.PackagesDir, PackagesPath, true) // holds copies of the packages' docs (syncPackages)
 	for _, name := range slices.Sorted(maps.Keys(spec.Skills)) {
 		add(spec.Skills[name], path.Join(SkillsPath, name), true)
 	}
@@ -229,27 +316,55 @@ func mounts(spec Spec) []mount.Mount {
 	return ms
 }
 
-// prepareHost creates the host folders the mounts need: the workspace,
-// launcher, packages and socket folders, and the empty mount points inside
-// the read-only parents (a read-only mount cannot get new mount points).
-func prepareHost(spec Spec) error {
-	for _, dir := range []string{spec.Workspace, spec.Launchers, spec.PackagesDir, spec.SocketDir} {
+// PackageFiles are the files of a plugin folder (Spec.Packages) that the
+// sandbox sees, copied into PackagesDir/<plugin>: its manifest and docs.
+var PackageFiles = []string{"plugin.json", "README.md", "SKILL.md"}
+
+// maxPackageFile bounds one copied package file.
+const maxPackageFile = 4 << 20
+
+// Modes of the host folders that prepareHost makes.
+const (
+	// WorkspaceMode: only the owner (the agent's user, or the gateway's
+	// user) may enter the workspace, so that a setuid file an agent made
+	// there is of no use to any other local user.
+	WorkspaceMode = fs.FileMode(0o700)
+	// SocketDirMode: the agent's user must reach gateway.sock and the
+	// mounted binaries through /beige. Other host users are kept out by the
+	// parent folder ($BEIGE_HOME/sockets, mode 0700).
+	SocketDirMode = fs.FileMode(0o755)
+)
+
+// prepareHost creates the host folders the mounts need (the workspace,
+// launcher, packages and socket folders, and the mount points of the helper
+// binary), gives the workspace to the agent's user, and refreshes the
+// copies of the packages' docs. It runs at every Ensure; it never follows a
+// symbolic link the agent could have made.
+func prepareHost(spec Spec, log *slog.Logger) error {
+	for _, dir := range []string{spec.Launchers, spec.PackagesDir} {
 		if dir == "" {
 			continue
 		}
-		mode := os.FileMode(0o755)
-		if dir == spec.SocketDir {
-			mode = 0o700 // the agent's socket: only the gateway's user (and the sandbox's root) may enter
-		}
-		if err := os.MkdirAll(dir, mode); err != nil {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("prepare host folder: %w", err)
 		}
 	}
+	if spec.SocketDir != "" {
+		if err := os.MkdirAll(spec.SocketDir, SocketDirMode); err != nil {
+			return fmt.Errorf("prepare host folder: %w", err)
+		}
+		if err := os.Chmod(spec.SocketDir, SocketDirMode); err != nil {
+			return fmt.Errorf("prepare socket folder: %w", err)
+		}
+	}
+	if spec.Workspace != "" {
+		if err := prepareWorkspace(spec, log); err != nil {
+			return err
+		}
+	}
 	if spec.PackagesDir != "" {
-		for name := range spec.Packages {
-			if err := os.MkdirAll(filepath.Join(spec.PackagesDir, name), 0o755); err != nil {
-				return fmt.Errorf("prepare package mount point: %w", err)
-			}
+		if err := syncPackages(spec.PackagesDir, spec.Packages); err != nil {
+			return err
 		}
 	}
 	if spec.HelperBinary != "" {
@@ -265,6 +380,148 @@ func prepareHost(spec Spec) error {
 		}
 	}
 	return nil
+}
+
+// PrepareSocket lets the agent's user (Spec.User, "" = DefaultUser())
+// connect to the gateway's socket at path, which the gateway has just
+// listened on: when the gateway is root the socket is given to that user
+// (its mode, 0600, stays); when the gateway is not root and the user is
+// another, the socket is made 0666. Other host users are kept out by the
+// socket folder's parent ($BEIGE_HOME/sockets, 0700) either way.
+func PrepareSocket(path, user string) error {
+	uid, gid, err := ParseUser(user)
+	if err != nil {
+		return fmt.Errorf("prepare socket %s: %w", path, err)
+	}
+	switch euid := os.Geteuid(); {
+	case euid == 0:
+		err = os.Lchown(path, uid, gid)
+	case uid != euid && uid != 0:
+		err = os.Chmod(path, 0o666)
+	}
+	if err != nil {
+		return fmt.Errorf("prepare socket %s for user %d:%d: %w", path, uid, gid, err)
+	}
+	return nil
+}
+
+// prepareWorkspace creates the workspace (mode WorkspaceMode) and, when the
+// gateway runs as root, gives its root folder (not what is in it) to the
+// agent's user. It opens the folder with O_NOFOLLOW and changes it through
+// the open file, so that no link is followed.
+func prepareWorkspace(spec Spec, log *slog.Logger) error {
+	if err := os.MkdirAll(spec.Workspace, WorkspaceMode); err != nil {
+		return fmt.Errorf("prepare workspace: %w", err)
+	}
+	f, err := os.OpenFile(spec.Workspace, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return fmt.Errorf("prepare workspace %s (it must be a folder, not a symbolic link): %w", spec.Workspace, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("prepare workspace: %w", err)
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	uid, gid, _ := ParseUser(spec.User) // validated
+	if os.Geteuid() == 0 && st != nil && (int(st.Uid) != uid || int(st.Gid) != gid) {
+		if err := f.Chown(uid, gid); err != nil {
+			return fmt.Errorf("give workspace %s to the agent's user %d:%d: %w", spec.Workspace, uid, gid, err)
+		}
+		log.Info("workspace given to the agent's user", "path", spec.Workspace, "user", fmt.Sprintf("%d:%d", uid, gid))
+	} else if os.Geteuid() != 0 && uid != 0 && st != nil && int(st.Uid) != uid {
+		log.Warn("the agent's user does not own the workspace and the gateway cannot give it (not root): agent code may not be able to write there",
+			"path", spec.Workspace, "user", fmt.Sprintf("%d:%d", uid, gid), "owner", st.Uid)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		if err := f.Chmod(perm &^ 0o077); err != nil {
+			return fmt.Errorf("restrict workspace %s: %w", spec.Workspace, err)
+		}
+		log.Info("workspace made private to its owner", "path", spec.Workspace, "old_mode", fmt.Sprintf("%#o", perm), "mode", fmt.Sprintf("%#o", perm&^0o077))
+	}
+	return nil
+}
+
+// syncPackages makes dir hold, for each package, a folder with copies of its
+// PackageFiles (regular files only; a symbolic link, FIFO or device is
+// skipped), and nothing else: no other file of a plugin folder reaches the
+// sandbox. dir is the gateway's own (mounted read-only).
+func syncPackages(dir string, pkgs map[string]string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("sync package docs: %w", err)
+	}
+	for _, e := range entries {
+		if _, ok := pkgs[e.Name()]; !ok {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return fmt.Errorf("sync package docs: %w", err)
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(pkgs)) {
+		dst := filepath.Join(dir, name)
+		if fi, err := os.Lstat(dst); err == nil && !fi.IsDir() {
+			if err := os.Remove(dst); err != nil {
+				return fmt.Errorf("sync package docs of %q: %w", name, err)
+			}
+		}
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("sync package docs of %q: %w", name, err)
+		}
+		olds, err := os.ReadDir(dst)
+		if err != nil {
+			return fmt.Errorf("sync package docs of %q: %w", name, err)
+		}
+		for _, e := range olds {
+			if !slices.Contains(PackageFiles, e.Name()) {
+				if err := os.RemoveAll(filepath.Join(dst, e.Name())); err != nil {
+					return fmt.Errorf("sync package docs of %q: %w", name, err)
+				}
+			}
+		}
+		for _, f := range PackageFiles {
+			data, err := readRegular(filepath.Join(pkgs[name], f), maxPackageFile)
+			if err != nil {
+				// Absent, not a regular file, or unreadable: the sandbox has none.
+				if rerr := os.Remove(filepath.Join(dst, f)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+					return fmt.Errorf("sync package docs of %q: %w", name, rerr)
+				}
+				continue
+			}
+			if err := atomicfile.WriteIfChanged(filepath.Join(dst, f), data, 0o644); err != nil {
+				return fmt.Errorf("sync package docs of %q: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// readRegular reads a regular file of at most max bytes, without following
+// a symbolic link and without blocking on a FIFO.
+func readRegular(p string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", p)
+	}
+	if fi.Size() > max {
+		return nil, fmt.Errorf("%s is larger than %d bytes", p, max)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%s is larger than %d bytes", p, max)
+	}
+	return data, nil
 }
 
 func touch(p string) error {

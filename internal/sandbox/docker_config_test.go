@@ -1,10 +1,14 @@
 package sandbox
 
 import (
+	"fmt"
+	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/moby/moby/api/types/mount"
@@ -81,6 +85,9 @@ func TestConfigHash(t *testing.T) {
 		}},
 		{"explicit default pids", func(s *Spec) { s.PidsLimit = DefaultPidsLimit }},
 		{"explicit default network", func(s *Spec) { s.Network = DefaultNetwork }},
+		{"explicit default user", func(s *Spec) { s.User = DefaultUser() }},
+		{"explicit default memory", func(s *Spec) { s.MemoryLimit = DefaultMemoryLimit }},
+		{"explicit default cpus", func(s *Spec) { s.CPUs = DefaultCPUs }},
 	}
 	for _, tt := range same {
 		s := baseSpec()
@@ -113,6 +120,11 @@ func TestConfigHash(t *testing.T) {
 		{"memory", func(s *Spec) { s.MemoryLimit = 2 << 30 }},
 		{"cpus", func(s *Spec) { s.CPUs = 1.5 }},
 		{"pids", func(s *Spec) { s.PidsLimit = 100 }},
+		{"no cpu limit", func(s *Spec) { s.CPUs = -1 }},
+		{"no memory limit", func(s *Spec) { s.MemoryLimit = -1 }},
+		{"user", func(s *Spec) { s.User = "4242:4242" }},
+		{"root", func(s *Spec) { s.User = RootUser }},
+		{"read-only root filesystem", func(s *Spec) { s.ReadOnlyRootfs = true }},
 		{"network", func(s *Spec) { s.Network = "none" }},
 		{"runtime", func(s *Spec) { s.Runtime = "runsc" }},
 		{"cap add", func(s *Spec) { s.CapAdd = []string{"NET_RAW"} }},
@@ -147,7 +159,7 @@ func TestContainerConfig(t *testing.T) {
 	spec.ExtraMounts = []Mount{{Source: "/data", Target: "/data/", ReadOnly: true}}
 	cfg, host := containerConfig(spec, map[string]string{LabelAgent: "travel"})
 
-	wantEnv := []string{"PATH=" + DefaultPATH, "LANG=C.UTF-8", "TZ=UTC"}
+	wantEnv := []string{"PATH=" + DefaultPATH, "HOME=" + HomePath, "LANG=C.UTF-8", "TZ=UTC"}
 	if !slices.Equal(cfg.Env, wantEnv) {
 		t.Errorf("Env = %q, want %q", cfg.Env, wantEnv)
 	}
@@ -169,7 +181,7 @@ func TestContainerConfig(t *testing.T) {
 	if !slices.Equal(host.SecurityOpt, []string{"no-new-privileges:true"}) {
 		t.Errorf("SecurityOpt = %q", host.SecurityOpt)
 	}
-	if host.PidsLimit == nil || *host.PidsLimit != DefaultPidsLimit || host.Memory != 3<<30 || host.NanoCPUs != 0 {
+	if host.PidsLimit == nil || *host.PidsLimit != DefaultPidsLimit || host.Memory != 3<<30 || host.NanoCPUs != 1e9 {
 		t.Errorf("resources = %+v", host.Resources)
 	}
 	if host.NetworkMode != "bridge" {
@@ -196,8 +208,7 @@ func TestContainerConfig(t *testing.T) {
 		{"/h/skills/notes", "/skills/notes", true},
 		{"/h/bin/beige-sandbox", "/beige/tool-client", true},
 		{"/h/bin/beige-sandbox", "/beige/beige-sandbox", true},
-		{"/h/plugins/browser", "/tools/packages/browser", true},
-		{"/h/plugins/git", "/tools/packages/git", true},
+		// No plugin folder is mounted: only copies of its docs, in /h/packages.
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("mounts:\n got %v\nwant %v", got, want)
@@ -206,6 +217,57 @@ func TestContainerConfig(t *testing.T) {
 		if strings.Contains(v, "canary") {
 			t.Errorf("host env leaked: %s", v)
 		}
+	}
+	if cfg.User != DefaultUser() || cfg.User == RootUser {
+		t.Errorf("User = %q, want the default non-root %q", cfg.User, DefaultUser())
+	}
+	if host.Sysctls["net.ipv4.ip_unprivileged_port_start"] != "1024" {
+		t.Errorf("Sysctls = %v: ports below 1024 are open to every user", host.Sysctls)
+	}
+	uid, gid, _ := ParseUser("")
+	if host.Tmpfs[TmpPath] != "rw,nosuid,nodev,mode=1777" ||
+		host.Tmpfs[HomePath] != fmt.Sprintf("rw,nosuid,nodev,mode=0700,uid=%d,gid=%d", uid, gid) {
+		t.Errorf("Tmpfs = %q", host.Tmpfs)
+	}
+	if host.ReadonlyRootfs {
+		t.Error("read-only root filesystem by default")
+	}
+}
+
+// The capability set follows the user: the root helper's needs for a
+// non-root agent user; today's dev-container set (with a warning) for root.
+func TestContainerConfigUser(t *testing.T) {
+	for _, tt := range []struct {
+		user, wantUser string
+		wantCaps       []string
+	}{
+		{"", DefaultUser(), []string{"SETUID", "SETGID", "KILL"}},
+		{"1234:5678", "1234:5678", []string{"SETUID", "SETGID", "KILL"}},
+		{RootUser, "0:0", []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"}},
+	} {
+		spec := Spec{Agent: "a", Image: "i", User: tt.user, ReadOnlyRootfs: true}
+		cfg, host := containerConfig(spec, nil)
+		if cfg.User != tt.wantUser || !slices.Equal(host.CapAdd, tt.wantCaps) {
+			t.Errorf("user %q: User %q CapAdd %q, want %q %q", tt.user, cfg.User, host.CapAdd, tt.wantUser, tt.wantCaps)
+		}
+		if !host.ReadonlyRootfs {
+			t.Errorf("user %q: ReadOnlyRootfs not passed on", tt.user)
+		}
+	}
+	// Explicit caps win, for root too.
+	_, host := containerConfig(Spec{Agent: "a", Image: "i", User: RootUser, CapAdd: []string{"KILL"}}, nil)
+	if !slices.Equal(host.CapAdd, []string{"KILL"}) {
+		t.Errorf("CapAdd = %q", host.CapAdd)
+	}
+	// No net.* sysctl where the engine refuses it.
+	_, host = containerConfig(Spec{Agent: "a", Image: "i", Network: "host"}, nil)
+	if len(host.Sysctls) != 0 {
+		t.Errorf("host network: Sysctls = %v", host.Sysctls)
+	}
+	// -1: no limit.
+	_, host = containerConfig(Spec{Agent: "a", Image: "i", CPUs: -1, MemoryLimit: -1, PidsLimit: -1}, nil)
+	if host.NanoCPUs != 0 || host.Memory != 0 || *host.PidsLimit != -1 {
+		t.Errorf("no limits: %+v", host.Resources)
 	}
 }
 
@@ -243,7 +305,12 @@ func TestValidate(t *testing.T) {
 		func(s *Spec) { s.Workspace = "ws" },
 		func(s *Spec) { s.ExtraMounts = []Mount{{Source: "/a", Target: "b"}} },
 		func(s *Spec) { s.Env["A=B"] = "x" },
-		func(s *Spec) { s.MemoryLimit = -1 },
+		func(s *Spec) { s.CPUs = math.NaN() },
+		func(s *Spec) { s.PidsLimit = -2 },
+		func(s *Spec) { s.User = "root" },
+		func(s *Spec) { s.User = "1000" },
+		func(s *Spec) { s.User = "-1:0" },
+		func(s *Spec) { s.User = "bob:bob" },
 	}
 	for i, mod := range bad {
 		s := baseSpec()
@@ -267,7 +334,7 @@ func TestPrepareHost(t *testing.T) {
 		SocketDir:    filepath.Join(dir, "sock"),
 		HelperBinary: helper,
 	}
-	if err := prepareHost(spec); err != nil {
+	if err := prepareHost(spec, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"ws", "launchers", "packages/git"} {
@@ -281,11 +348,97 @@ func TestPrepareHost(t *testing.T) {
 		}
 	}
 	// Idempotent.
-	if err := prepareHost(spec); err != nil {
+	if err := prepareHost(spec, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	spec.HelperBinary = filepath.Join(dir, "missing")
-	if err := prepareHost(spec); err == nil {
+	if err := prepareHost(spec, slog.New(slog.DiscardHandler)); err == nil {
 		t.Error("missing helper binary accepted")
+	}
+}
+
+// A plugin folder is never mounted: the sandbox's /tools/packages/<p> holds
+// copies of its docs (regular files only), so a secret beside plugin.json,
+// or a link planted as plugin.json, does not reach the sandbox.
+func TestPreparePackagesDocsOnly(t *testing.T) {
+	dir := t.TempDir()
+	plug := filepath.Join(dir, "plugins", "git")
+	os.MkdirAll(filepath.Join(plug, "lib"), 0o755)
+	os.WriteFile(filepath.Join(plug, "plugin.json"), []byte(`{"name":"git"}`), 0o644)
+	os.WriteFile(filepath.Join(plug, "secret.env"), []byte("TOKEN=canary"), 0o600)
+	os.WriteFile(filepath.Join(plug, "lib", "index.js"), []byte("code"), 0o644)
+	os.WriteFile(filepath.Join(dir, "host-secret"), []byte("canary"), 0o600)
+	os.Symlink(filepath.Join(dir, "host-secret"), filepath.Join(plug, "README.md"))
+	if err := syscall.Mkfifo(filepath.Join(plug, "SKILL.md"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pkgs := filepath.Join(dir, "packages")
+	os.MkdirAll(filepath.Join(pkgs, "gone"), 0o755) // a plugin no longer used
+	os.WriteFile(filepath.Join(pkgs, "gone", "plugin.json"), []byte("{}"), 0o644)
+	spec := Spec{Agent: "a", Image: "i", PackagesDir: pkgs, Packages: map[string]string{"git": plug}}
+	if err := prepareHost(spec, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	filepath.WalkDir(pkgs, func(p string, d os.DirEntry, err error) error {
+		rel, _ := filepath.Rel(pkgs, p)
+		got = append(got, rel)
+		if d.Type()&os.ModeType != 0 && !d.IsDir() {
+			t.Errorf("%s is not a regular file (%v)", rel, d.Type())
+		}
+		return nil
+	})
+	if want := []string{".", "git", "git/plugin.json"}; !slices.Equal(got, want) {
+		t.Errorf("packages folder holds %q, want %q", got, want)
+	}
+	if b, _ := os.ReadFile(filepath.Join(pkgs, "git", "plugin.json")); string(b) != `{"name":"git"}` {
+		t.Errorf("plugin.json = %q", b)
+	}
+	// A doc that appears (or changes) is copied at the next Ensure; one that
+	// becomes a link is removed.
+	os.Remove(filepath.Join(plug, "README.md"))
+	os.WriteFile(filepath.Join(plug, "README.md"), []byte("readme"), 0o644)
+	os.Remove(filepath.Join(plug, "plugin.json"))
+	os.Symlink(filepath.Join(dir, "host-secret"), filepath.Join(plug, "plugin.json"))
+	if err := prepareHost(spec, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(pkgs, "git", "README.md")); string(b) != "readme" {
+		t.Errorf("README.md = %q", b)
+	}
+	if _, err := os.Lstat(filepath.Join(pkgs, "git", "plugin.json")); !os.IsNotExist(err) {
+		t.Errorf("plugin.json turned into a link is still there: %v", err)
+	}
+}
+
+// The workspace is private to its owner, and a link in its place is refused.
+func TestPrepareWorkspace(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	spec := Spec{Agent: "a", Image: "i", Workspace: ws, User: "4242:4343"}
+	if err := prepareHost(spec, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(ws)
+	if fi.Mode().Perm() != 0o700 {
+		t.Errorf("workspace mode %v, want 0700", fi.Mode().Perm())
+	}
+	if os.Geteuid() == 0 {
+		st := fi.Sys().(*syscall.Stat_t)
+		if st.Uid != 4242 || st.Gid != 4343 {
+			t.Errorf("workspace owner %d:%d, want the agent's 4242:4343", st.Uid, st.Gid)
+		}
+	}
+	target := filepath.Join(dir, "elsewhere")
+	os.Mkdir(target, 0o755)
+	link := filepath.Join(dir, "link")
+	os.Symlink(target, link)
+	spec.Workspace = link
+	if err := prepareHost(spec, slog.New(slog.DiscardHandler)); err == nil {
+		t.Error("a workspace that is a symbolic link was accepted")
+	}
+	if fi, _ := os.Stat(target); fi.Mode().Perm() != 0o755 || fi.Sys().(*syscall.Stat_t).Uid != uint32(os.Geteuid()) {
+		t.Errorf("the link's target was changed: mode %v", fi.Mode().Perm())
 	}
 }

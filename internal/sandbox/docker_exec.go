@@ -80,6 +80,7 @@ func (s *dockerSandbox) dockerExec(ctx context.Context, e dockerExecSpec) (exitC
 	}
 	ex, err := api.ExecCreate(ctx, s.id, client.ExecCreateOptions{
 		Cmd:          e.argv,
+		User:         s.user, // the agent's user, never the container's root
 		Env:          env,
 		WorkingDir:   e.dir,
 		AttachStdin:  e.attachStdin,

@@ -34,6 +34,7 @@ type dockerSandbox struct {
 	d     *Docker
 	agent string
 	id    string
+	user  string // "uid:gid" of agent code: per-call execs run as it
 	log   *slog.Logger
 
 	useHelper bool
@@ -83,7 +84,7 @@ func (s *dockerSandbox) thaw() {
 
 func newDockerSandbox(d *Docker, spec Spec, id string) *dockerSandbox {
 	return &dockerSandbox{
-		d: d, agent: spec.Agent, id: id,
+		d: d, agent: spec.Agent, id: id, user: spec.user(),
 		log:       d.log.With("agent", spec.Agent),
 		useHelper: !d.noHelper && spec.HelperBinary != "",
 	}

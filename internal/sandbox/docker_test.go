@@ -257,7 +257,7 @@ func TestHardening(t *testing.T) {
 		rw[m.Destination] = m.RW
 	}
 	for dst, wantRW := range map[string]bool{
-		"/workspace": true, "/tools/bin": false, "/tools/packages": false, "/tools/packages/git": false,
+		"/workspace": true, "/tools/bin": false, "/tools/packages": false,
 		"/skills/notes": false, "/beige": false, "/beige/tool-client": false, "/beige/beige-sandbox": false,
 	} {
 		if got, ok := rw[dst]; !ok || got != wantRW {
@@ -265,12 +265,16 @@ func TestHardening(t *testing.T) {
 		}
 	}
 
-	// Inside: capabilities.
+	// Inside: capabilities. Agent code runs as a non-root user, so it has
+	// none in effect; the bounding set is what the root helper needs.
 	status := sh(t, sb, "cat /proc/self/status")
-	var capEff uint64
+	var capEff, capBnd uint64
 	for _, line := range strings.Split(status, "\n") {
 		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
 			capEff, _ = strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		}
+		if v, ok := strings.CutPrefix(line, "CapBnd:"); ok {
+			capBnd, _ = strconv.ParseUint(strings.TrimSpace(v), 16, 64)
 		}
 		if v, ok := strings.CutPrefix(line, "NoNewPrivs:"); ok && strings.TrimSpace(v) != "1" {
 			t.Errorf("NoNewPrivs = %s", v)
@@ -280,9 +284,12 @@ func TestHardening(t *testing.T) {
 		"NET_BIND_SERVICE": 10, "NET_RAW": 13, "SYS_CHROOT": 18, "MKNOD": 27, "AUDIT_WRITE": 29, "SETFCAP": 31}
 	for name, bit := range caps {
 		want := slices.Contains(sandbox.DefaultCapAdd, name)
-		if got := capEff&(1<<bit) != 0; got != want {
-			t.Errorf("capability %s effective = %v, want %v (CapEff %x)", name, got, want, capEff)
+		if got := capBnd&(1<<bit) != 0; got != want {
+			t.Errorf("capability %s bounding = %v, want %v (CapBnd %x)", name, got, want, capBnd)
 		}
+	}
+	if capEff != 0 {
+		t.Errorf("agent code has capabilities in effect: CapEff %x", capEff)
 	}
 	if res := run(t, sb, sandbox.ExecRequest{Command: "mknod /tmp/null c 1 3"}); res.ExitCode == 0 {
 		t.Error("mknod worked without CAP_MKNOD")
@@ -680,6 +687,9 @@ func TestGatewaySocket(t *testing.T) {
 		os.Remove(sockPath)
 		l, err := net.Listen("unix", sockPath)
 		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sandbox.PrepareSocket(sockPath, spec.User); err != nil { // as the gateway does
 			t.Fatal(err)
 		}
 		go func() {

@@ -17,6 +17,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/image"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 )
 
@@ -36,6 +37,7 @@ type fakeContainer struct {
 	id, name string
 	labels   map[string]string
 	state    container.ContainerState
+	mounts   []container.MountPoint
 }
 
 func newFakeAPI() *fakeAPI {
@@ -134,6 +136,7 @@ func (f *fakeAPI) ContainerInspect(_ context.Context, id string, _ client.Contai
 		ID: c.id, Name: "/" + c.name,
 		State:  &container.State{Status: c.state},
 		Config: &container.Config{Labels: c.labels},
+		Mounts: c.mounts,
 	}}, nil
 }
 
@@ -148,6 +151,9 @@ func (f *fakeAPI) ContainerCreate(_ context.Context, opts client.ContainerCreate
 	}
 	f.nextID++
 	c := &fakeContainer{id: fmt.Sprintf("id%d", f.nextID), name: opts.Name, labels: opts.Config.Labels, state: container.StateCreated}
+	for _, m := range opts.HostConfig.Mounts {
+		c.mounts = append(c.mounts, container.MountPoint{Type: m.Type, Source: m.Source, Destination: m.Target, RW: !m.ReadOnly})
+	}
 	f.containers[c.id] = c
 	return client.ContainerCreateResult{ID: c.id}, nil
 }
@@ -323,7 +329,7 @@ func TestEnsureErrors(t *testing.T) {
 		f.containers["x"] = &fakeContainer{id: "x", name: "beige-a", state: container.StateRunning}
 		d := newDocker(f, DockerOptions{})
 		_, err := d.Ensure(ctx, fakeSpec(t, "a"))
-		if err == nil || !strings.Contains(err.Error(), "not managed by beige") {
+		if !errors.Is(err, ErrNameTaken) || !strings.Contains(err.Error(), "no beige labels") {
 			t.Errorf("err = %v", err)
 		}
 		if f.containers["x"] == nil {
@@ -431,5 +437,98 @@ func TestBuildImageFake(t *testing.T) {
 	}
 	if err := d.BuildImage(context.Background(), t.TempDir(), "x:1", nil); err == nil {
 		t.Error("folder without Dockerfile accepted")
+	}
+}
+
+// A gateway owns only the containers of its own instance (by default a hash
+// of its $BEIGE_HOME). Another instance's container is never removed or taken
+// over; one without an instance label (an older beige, or the original
+// Beige) is replaced only when its /workspace is this agent's workspace.
+func TestEnsureOwnership(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	ours := InstanceOf(home)
+	bind := func(src string) []container.MountPoint {
+		return []container.MountPoint{{Type: mount.TypeBind, Source: src, Destination: WorkspacePath, RW: true}}
+	}
+	for _, tt := range []struct {
+		name     string
+		labels   map[string]string
+		mounts   func(ws string) []container.MountPoint
+		replaced bool
+		errHas   []string // when not replaced
+	}{
+		{"another gateway's", map[string]string{LabelManaged: "true", LabelAgent: "a", LabelInstance: "0123456789ab", LabelHome: "/home/bob/.beige"},
+			func(ws string) []container.MountPoint { return bind(ws) }, false,
+			[]string{"beige-a belongs to another beige gateway", "/home/bob/.beige"}},
+		{"older beige, this workspace", map[string]string{LabelManaged: "true", LabelAgent: "a", LabelConfigHash: "x"},
+			func(ws string) []container.MountPoint { return bind(ws) }, true, nil},
+		{"older beige, another workspace", map[string]string{LabelManaged: "true", LabelAgent: "a"},
+			func(string) []container.MountPoint { return bind("/home/bob/.beige/agents/a/workspace") }, false,
+			[]string{"beige-a was made by an older beige", "/home/bob/.beige/agents/a/workspace"}},
+		{"original Beige, this workspace", nil,
+			func(ws string) []container.MountPoint { return bind(ws + "/") }, true, nil},
+		{"not beige's, no workspace", map[string]string{"com.example": "1"},
+			func(string) []container.MountPoint { return nil }, false, []string{"beige-a exists and is not this gateway's"}},
+		{"not beige's, workspace is a volume", nil,
+			func(ws string) []container.MountPoint {
+				return []container.MountPoint{{Type: mount.TypeVolume, Source: ws, Destination: WorkspacePath}}
+			}, false, []string{"not this gateway's"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeAPI()
+			spec := fakeSpec(t, "a")
+			f.containers["x"] = &fakeContainer{id: "x", name: "beige-a", labels: tt.labels, state: container.StateRunning, mounts: tt.mounts(spec.Workspace)}
+			d := newDocker(f, DockerOptions{Home: home, DisableHelper: true})
+			sb, err := d.Ensure(ctx, spec)
+			calls := f.callList()
+			if tt.replaced {
+				if err != nil || sb.ID() == "x" || f.containers["x"] != nil || !hasCall(calls, "ContainerCreate beige-a") {
+					t.Fatalf("not replaced: err %v, calls %q", err, calls)
+				}
+				if got := f.find("beige-a").labels; got[LabelInstance] != ours || got[LabelHome] != home {
+					t.Errorf("new container's labels = %v", got)
+				}
+				return
+			}
+			if !errors.Is(err, ErrNameTaken) {
+				t.Fatalf("err = %v, want ErrNameTaken", err)
+			}
+			for _, want := range tt.errHas {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("err = %v, want it to say %q", err, want)
+				}
+			}
+			if f.containers["x"] == nil || hasCall(calls, "ContainerRemove") || hasCall(calls, "ContainerCreate") {
+				t.Errorf("the other container was touched: %q", calls)
+			}
+		})
+	}
+}
+
+// Prune removes only this instance's containers.
+func TestPruneOwnInstanceOnly(t *testing.T) {
+	f := newFakeAPI()
+	mine, theirs := InstanceOf("/home/me/.beige"), InstanceOf("/home/bob/.beige")
+	f.containers["1"] = &fakeContainer{id: "1", name: "beige-old", labels: map[string]string{LabelManaged: "true", LabelAgent: "old", LabelInstance: mine}}
+	f.containers["2"] = &fakeContainer{id: "2", name: "beige-bobs", labels: map[string]string{LabelManaged: "true", LabelAgent: "bobs", LabelInstance: theirs}}
+	f.containers["3"] = &fakeContainer{id: "3", name: "beige-legacy", labels: map[string]string{LabelManaged: "true", LabelAgent: "legacy"}}
+	d := newDocker(f, DockerOptions{Home: "/home/me/.beige/"})
+	removed, err := d.Prune(context.Background(), []string{"kept"})
+	if err != nil || !slices.Equal(removed, []string{"old"}) {
+		t.Errorf("Prune = %v, %v; want [old]", removed, err)
+	}
+	if f.containers["2"] == nil || f.containers["3"] == nil {
+		t.Error("Prune removed a container of another instance")
+	}
+}
+
+func TestInstanceOf(t *testing.T) {
+	a := InstanceOf("/home/me/.beige")
+	if a == "" || len(a) != 12 || InstanceOf("/home/me/.beige/") != a || InstanceOf("/home/me/x/../.beige") != a {
+		t.Errorf("InstanceOf is not a short hash of the cleaned path: %q", a)
+	}
+	if InstanceOf("/home/bob/.beige") == a {
+		t.Error("two homes share an instance")
 	}
 }

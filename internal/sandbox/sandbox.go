@@ -48,10 +48,14 @@ type Spec struct {
 	Agent string // safe identifier; the container is named beige-<agent>
 	Image string
 
-	Workspace    string            // host folder mounted rw at /workspace
-	Launchers    string            // host folder mounted ro at /tools/bin
-	PackagesDir  string            // host folder mounted ro at /tools/packages (holds the mountpoints of Packages)
-	Packages     map[string]string // tool/plugin name -> host folder, mounted ro at /tools/packages/<name>
+	Workspace   string // host folder mounted rw at /workspace
+	Launchers   string // host folder mounted ro at /tools/bin
+	PackagesDir string // gateway-owned host folder mounted ro at /tools/packages
+	// Packages maps a plugin name to its host folder. Only its documentation
+	// (PackageFiles, regular files only) is copied into PackagesDir/<name>,
+	// seen at /tools/packages/<name>: the folder itself is never mounted, so
+	// nothing else in it (a secret.env, say) reaches the sandbox.
+	Packages     map[string]string
 	Skills       map[string]string // skill name -> host folder, mounted ro at /skills/<name>
 	SocketDir    string            // host folder holding gateway.sock, mounted ro at /beige
 	HelperBinary string            // host path of the static beige-sandbox binary, mounted ro at /beige/tool-client and /beige/beige-sandbox
@@ -61,15 +65,19 @@ type Spec struct {
 	// operations run as; "" = DefaultUser(). "0:0" (root) only when asked for.
 	User string
 
-	MemoryLimit int64   // bytes; 0 = engine default
-	CPUs        float64 // 0 = no limit
-	PidsLimit   int64   // 0 = default (see DefaultPidsLimit)
-	Network     string  // "bridge" (default) or "none" or a network name
-	Runtime     string  // OCI runtime, e.g. "runsc"; "" = engine default
-	CapAdd      []string
-	CapDrop     []string // when nil, the documented default drop list applies (DefaultCapDrop)
+	MemoryLimit int64   // bytes; 0 = DefaultMemoryLimit, < 0 = no limit
+	CPUs        float64 // 0 = DefaultCPUs, < 0 = no limit
+	PidsLimit   int64   // 0 = default (see DefaultPidsLimit), -1 = no limit
+	// ReadOnlyRootfs mounts the image's root filesystem read-only; /tmp,
+	// $HOME (HomePath) and the mounts stay writable.
+	ReadOnlyRootfs bool
+	Network        string // "bridge" (default) or "none" or a network name
+	Runtime        string // OCI runtime, e.g. "runsc"; "" = engine default
+	// CapAdd nil means DefaultCapAdd (RootCapAdd when User is root).
+	CapAdd  []string
+	CapDrop []string // when nil, the documented default drop list applies (DefaultCapDrop)
 	// SecurityOpt is passed to the engine; when nil, DefaultSecurityOpt
-	// (no-new-privileges) applies. CapAdd nil means DefaultCapAdd.
+	// (no-new-privileges) applies.
 	SecurityOpt []string
 }
 

@@ -61,6 +61,11 @@ type Options struct {
 	// SocketMode is the mode of the socket file (default 0600: only the
 	// gateway's user, and root in the sandbox, can connect).
 	SocketMode fs.FileMode
+	// DirMode, when set, is the mode the socket's folder is given (e.g.
+	// 0755 when the sandbox's non-root user must reach the socket; its
+	// parent then keeps other host users out). When zero, a folder that
+	// group or others may read is tightened to 0700.
+	DirMode fs.FileMode
 	// Logger receives connection errors (default: discarded).
 	Logger *slog.Logger
 }
@@ -142,7 +147,7 @@ func Listen(path, agent string, h Handler, opts *Options) (*Server, error) {
 		return nil, errors.New("toolbridge: Listen needs an agent and a handler")
 	}
 	o := opts.withDefaults()
-	if err := checkSocketDir(filepath.Dir(path)); err != nil {
+	if err := checkSocketDir(filepath.Dir(path), o.DirMode); err != nil {
 		return nil, err
 	}
 	if err := removeStaleSocket(path); err != nil {
@@ -169,7 +174,7 @@ func Listen(path, agent string, h Handler, opts *Options) (*Server, error) {
 	return s, nil
 }
 
-func checkSocketDir(dir string) error {
+func checkSocketDir(dir string, mode fs.FileMode) error {
 	fi, err := os.Lstat(dir)
 	if err != nil {
 		return fmt.Errorf("toolbridge: socket folder: %w", err)
@@ -184,7 +189,11 @@ func checkSocketDir(dir string) error {
 	if perm&0o022 != 0 {
 		return fmt.Errorf("toolbridge: socket folder %s is writable by others (mode %#o); it must be 0700", dir, perm)
 	}
-	if perm&0o077 != 0 {
+	if mode != 0 && perm != mode.Perm()&^0o022 {
+		if err := os.Chmod(dir, mode.Perm()&^0o022); err != nil {
+			return fmt.Errorf("toolbridge: set socket folder mode: %w", err)
+		}
+	} else if mode == 0 && perm&0o077 != 0 {
 		if err := os.Chmod(dir, perm&^0o077); err != nil {
 			return fmt.Errorf("toolbridge: tighten socket folder: %w", err)
 		}

@@ -462,4 +462,17 @@ func TestListenSocketFile(t *testing.T) {
 	if _, err := Listen(filepath.Join(dir, "missing", "gateway.sock"), "a", echo, nil); err == nil {
 		t.Error("missing folder accepted")
 	}
+
+	// DirMode opens the folder to the sandbox's non-root user, never to writers.
+	for _, mode := range []os.FileMode{0o755, 0o777} {
+		os.Chmod(dir, 0o700)
+		s, err = Listen(path, "a", echo, &Options{DirMode: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		if fi, _ := os.Stat(dir); fi.Mode().Perm() != 0o755 {
+			t.Errorf("DirMode %#o: folder mode = %v, want 0755", mode, fi.Mode().Perm())
+		}
+	}
 }

@@ -204,6 +204,11 @@ func (p *Plugin) handle(ctx context.Context, call *plugin.Call) (plugin.Result, 
 	for _, c := range safetyConfig {
 		argv = append(argv, "-c", c)
 	}
+	// The workspace belongs to the sandbox's (non-root) user, not to the
+	// gateway's: without this git refuses it as of "dubious ownership".
+	// What that check guards against (a repository's config running
+	// commands) is what the checks above and safetyConfig neutralise.
+	argv = append(argv, "-c", "safe.directory=*")
 	argv = append(argv, inv.globals...)
 	argv = append(argv, inv.sub)
 	argv = append(argv, inv.args...)
