@@ -135,7 +135,15 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		}
 	}()
 
-	var err error
+	// $BEIGE_HOME and the agents' workspaces must stay closed to other
+	// local users (an older beige made them 0755).
+	fixed, err := g.home.Secure()
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range fixed {
+		g.log.Warn("made a folder of BEIGE_HOME private to the gateway's user", "folder", f)
+	}
 	g.audit, err = audit.Open(g.home.AuditLog(), &audit.Options{MaxSizeBytes: cfg.Gateway.Log.MaxSizeBytes, MaxFiles: cfg.Gateway.Log.MaxFiles})
 	if err != nil {
 		return nil, fmt.Errorf("open audit log: %w", err)

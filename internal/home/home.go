@@ -99,6 +99,44 @@ func (h Home) Exists() bool {
 	return err == nil
 }
 
+// private are the folders no other local user may enter: $BEIGE_HOME itself
+// (config, sessions, logs and the agents' workspaces, where a sandbox may
+// leave setuid files of its own user), and, in case it is opened up, what
+// is under it that holds secrets or workspaces.
+func (h Home) private() []string {
+	return []string{h.Dir, h.path("agents"), h.SocketsDir(), h.LogsDir(), h.DataDir(), h.SessionsDir()}
+}
+
+// Secure makes the private folders that exist 0700 (a folder made by an
+// older beige was 0755) and returns those it changed with their old mode,
+// for the caller to log. It never creates anything, and does not follow a
+// symbolic link below $BEIGE_HOME.
+func (h Home) Secure() (fixed []string, err error) {
+	for i, p := range h.private() {
+		stat := os.Lstat
+		if i == 0 {
+			stat = os.Stat // $BEIGE_HOME itself may be a link the operator made
+		}
+		fi, err := stat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fixed, fmt.Errorf("secure %s: %w", p, err)
+		}
+		if !fi.IsDir() {
+			continue
+		}
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+			if err := os.Chmod(p, perm&^0o077); err != nil {
+				return fixed, fmt.Errorf("secure %s: %w", p, err)
+			}
+			fixed = append(fixed, fmt.Sprintf("%s (was %#o, now %#o)", p, perm, perm&^0o077))
+		}
+	}
+	return fixed, nil
+}
+
 // Setup creates the layout: the folders and, when there is none, a config
 // from the template. It is idempotent and never overwrites a config. It
 // returns what it created, for the user to see.
@@ -107,8 +145,8 @@ func (h Home) Setup() (created []string, err error) {
 		path string
 		mode fs.FileMode
 	}{
-		{h.Dir, 0o755},
-		{h.path("agents"), 0o755},
+		{h.Dir, 0o700},
+		{h.path("agents"), 0o700},
 		{h.SocketsDir(), 0o700},
 		{h.LogsDir(), 0o700},
 		{h.DataDir(), 0o700},
@@ -117,13 +155,7 @@ func (h Home) Setup() (created []string, err error) {
 	}
 	for _, d := range dirs {
 		if _, err := os.Stat(d.path); err == nil {
-			if d.mode == 0o700 {
-				// Tighten a folder that must stay private, even if it existed.
-				if err := os.Chmod(d.path, d.mode); err != nil {
-					return created, fmt.Errorf("setup: %w", err)
-				}
-			}
-			continue
+			continue // Secure below tightens the private ones
 		}
 		if err := os.MkdirAll(d.path, d.mode); err != nil {
 			return created, fmt.Errorf("setup: %w", err)
@@ -132,6 +164,9 @@ func (h Home) Setup() (created []string, err error) {
 			return created, fmt.Errorf("setup: %w", err)
 		}
 		created = append(created, d.path+"/")
+	}
+	if _, err := h.Secure(); err != nil {
+		return created, fmt.Errorf("setup: %w", err)
 	}
 	f, err := os.OpenFile(h.Config(), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	switch {
