@@ -37,7 +37,8 @@ var ErrNoBusybox = errors.New("sandbox: no static busybox (install Debian's busy
 
 // BusyboxRootFS returns the tar of a minimal root file system: the host's
 // static busybox at bin/busybox with links for BusyboxApplets, /tmp,
-// /workspace and an /etc/passwd with root. It needs no registry, so it is
+// /workspace and an /etc/passwd with root and beige (1000, the default
+// agent user when the gateway is root, home HomePath). It needs no registry, so it is
 // how tests (and offline machines) get an image.
 func BusyboxRootFS(busybox string) ([]byte, error) {
 	bb, err := os.ReadFile(busybox)
@@ -75,8 +76,8 @@ func BusyboxRootFS(busybox string) ([]byte, error) {
 		}
 		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + a, Linkname: "busybox", Mode: 0o777, ModTime: now})
 	}
-	file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n"))
-	file("etc/group", 0o644, []byte("root:x:0:\nnogroup:x:65534:\n"))
+	file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\nbeige:x:1000:1000:beige:"+HomePath+":/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n"))
+	file("etc/group", 0o644, []byte("root:x:0:\nbeige:x:1000:\nnogroup:x:65534:\n"))
 	if err := tw.Close(); err != nil {
 		return nil, err
 	}
