@@ -211,7 +211,12 @@ func (d *Docker) ensure(ctx context.Context, spec Spec) (*dockerSandbox, error) 
 	if err := prepareHost(spec, log); err != nil { // a host folder may have gone meanwhile; docs may have changed
 		return nil, err
 	}
-	if labels[LabelConfigHash] == hash && c.State != nil {
+	sameMounts := labels[LabelMounts] == MountsID(spec)
+	if labels[LabelConfigHash] == hash && !sameMounts {
+		log.Warn("sandbox mounts show other files than the host has at their paths now (a mount source was replaced, e.g. BEIGE_HOME recreated); recreating",
+			"id", shortID(c.ID))
+	}
+	if labels[LabelConfigHash] == hash && sameMounts && c.State != nil {
 		switch c.State.Status {
 		case container.StateRunning:
 			log.Debug("sandbox re-attached", "id", shortID(c.ID))
@@ -231,8 +236,10 @@ func (d *Docker) ensure(ctx context.Context, spec Spec) (*dockerSandbox, error) 
 			return d.track(ctx, spec, c.ID), nil
 		}
 	}
-	log.Info("sandbox config changed; recreating", "id", shortID(c.ID),
-		"state", stateOf(c), "old_hash", short(labels[LabelConfigHash]), "new_hash", short(hash))
+	if labels[LabelConfigHash] != hash {
+		log.Info("sandbox config changed; recreating", "id", shortID(c.ID),
+			"state", stateOf(c), "old_hash", short(labels[LabelConfigHash]), "new_hash", short(hash))
+	}
 	d.untrack(spec.Agent, "")
 	if _, err := d.api.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return nil, fmt.Errorf("remove old container %s: %w", name, err)
@@ -255,6 +262,7 @@ func (d *Docker) create(ctx context.Context, spec Spec, hash string, log *slog.L
 	if d.home != "" {
 		labels[LabelHome] = d.home
 	}
+	labels[LabelMounts] = MountsID(spec) // after prepareHost made the sources
 	cfg, host := containerConfig(spec, labels)
 	name := ContainerName(spec.Agent)
 	created, err := d.api.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: host})

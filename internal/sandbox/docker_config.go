@@ -74,6 +74,7 @@ const (
 	LabelConfigHash = "dev.beige.config-hash" // ConfigHash of the spec
 	LabelInstance   = "dev.beige.instance"    // DockerOptions.Instance (by default derived from $BEIGE_HOME)
 	LabelHome       = "dev.beige.home"        // DockerOptions.Home: the $BEIGE_HOME of the gateway that made it
+	LabelMounts     = "dev.beige.mounts"      // MountsID at create time: which files the bind mounts showed
 )
 
 // ContainerPrefix starts the name (and hostname) of every sandbox container.
@@ -196,6 +197,25 @@ func ConfigHash(spec Spec, helperSum, imageID, instance string) string {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// MountsID identifies the files the spec's bind mounts show: a short hash
+// of the device and inode of every mount source. A running container whose
+// label differs shows other files than the host has at those paths now
+// (say $BEIGE_HOME was recreated), so it is recreated, not re-attached.
+func MountsID(spec Spec) string {
+	h := sha256.New()
+	for _, m := range mounts(spec) {
+		fi, err := os.Stat(m.Source) // the engine follows links in a source too
+		if err != nil {
+			fmt.Fprintf(h, "%s=missing\n", m.Target)
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			fmt.Fprintf(h, "%s=%d:%d\n", m.Target, st.Dev, st.Ino)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // containerConfig turns spec into the engine's create request. It is pure:

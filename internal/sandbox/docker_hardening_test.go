@@ -228,3 +228,24 @@ func TestTwoInstancesOneEngine(t *testing.T) {
 		t.Errorf("first gateway's sandbox: %q", got)
 	}
 }
+
+// A gateway that restarts after its workspace folder was replaced (same
+// path, another folder) does not re-attach to a sandbox that still shows
+// the old one: host and sandbox see the same files.
+func TestReattachChecksMounts(t *testing.T) {
+	instance := "test-" + sandboxtest.Suffix()
+	spec := sandboxtest.NewSpec(t, "remount")
+	first := ensure(t, sandboxtest.NewRuntime(t, sandbox.DockerOptions{Instance: instance}), spec)
+	sh(t, first, "echo old > /workspace/f")
+
+	if err := os.Rename(spec.Workspace, spec.Workspace+".old"); err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(spec.Workspace, 0o700)
+	os.WriteFile(filepath.Join(spec.Workspace, "f"), []byte("new\n"), 0o644)
+
+	again := ensure(t, sandboxtest.NewRuntime(t, sandbox.DockerOptions{Instance: instance}), spec)
+	if got := sh(t, again, "cat /workspace/f"); got != "new\n" {
+		t.Errorf("the sandbox shows the replaced workspace: %q (re-attached: %v)", got, again.ID() == first.ID())
+	}
+}

@@ -532,3 +532,38 @@ func TestInstanceOf(t *testing.T) {
 		t.Error("two homes share an instance")
 	}
 }
+
+// A running container whose mount sources were replaced on the host (same
+// paths, other files: $BEIGE_HOME recreated) is recreated, not re-attached.
+func TestEnsureMountsReplaced(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeAPI()
+	spec := fakeSpec(t, "a")
+	spec.Launchers = filepath.Join(filepath.Dir(spec.Workspace), "launchers")
+	d := newDocker(f, DockerOptions{DisableHelper: true})
+	sb, err := d.Ensure(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A restarted gateway with the same host: re-attached.
+	d2 := newDocker(f, DockerOptions{DisableHelper: true})
+	if sb2, err := d2.Ensure(ctx, spec); err != nil || sb2.ID() != sb.ID() {
+		t.Fatalf("same mounts: %v, id %v want %v", err, sb2, sb.ID())
+	}
+	for _, src := range []string{spec.Workspace, spec.Launchers} {
+		if err := os.Rename(src, src+".old"); err != nil {
+			t.Fatal(err)
+		}
+		d3 := newDocker(f, DockerOptions{DisableHelper: true})
+		f.callList()
+		sb3, err := d3.Ensure(ctx, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := f.callList()
+		if sb3.ID() == sb.ID() || !hasCall(calls, "ContainerRemove "+sb.ID()) || !hasCall(calls, "ContainerCreate beige-a") {
+			t.Errorf("%s replaced: re-attached to %s (calls %q)", filepath.Base(src), sb3.ID(), calls)
+		}
+		sb = sb3
+	}
+}
