@@ -29,6 +29,8 @@ type helperClient struct {
 	pending map[uint64]chan *proto.HelperResponse
 	err     error         // why the stream ended
 	done    chan struct{} // closed when the stream ended
+
+	pid int // the helper's pid in the sandbox, from the first ping; 0 if unknown
 }
 
 // newHelperClient starts reading responses from r. closeWrite and closeAll may be nil.
@@ -155,6 +157,11 @@ func (c *helperClient) ping(ctx context.Context) error {
 	if resp.Version != proto.HelperVersion {
 		return fmt.Errorf("helper speaks protocol %q, want %q", resp.Version, proto.HelperVersion)
 	}
+	c.mu.Lock()
+	if c.pid == 0 {
+		c.pid = resp.Pid
+	}
+	c.mu.Unlock()
 	return nil
 }
 
@@ -169,4 +176,11 @@ func (c *helperClient) close() {
 	case <-time.After(2 * time.Second):
 	}
 	c.fail(errors.New("closed"))
+}
+
+// helperPid is the helper's pid in the sandbox, 0 when unknown.
+func (c *helperClient) helperPid() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pid
 }
