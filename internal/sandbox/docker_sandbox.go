@@ -126,6 +126,9 @@ func (s *dockerSandbox) helper(ctx context.Context) *helperClient {
 	if s.closed {
 		return nil
 	}
+	if s.hc != nil && s.hc.stalled.Load() {
+		s.checkHelperLocked(s.hc) // replaces it if it is hung
+	}
 	if s.hc != nil {
 		if !s.hc.dead() {
 			return s.hc
@@ -215,6 +218,7 @@ func (s *dockerSandbox) call(ctx context.Context, hc *helperClient, req *proto.H
 	defer cancel()
 	resp, err := hc.call(cctx, req)
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		hc.stalled.Store(true) // the next call waits for the check
 		go s.checkHelper(hc)
 		return nil, fmt.Errorf("%w (no answer within %v)", errHelperStalled, wait)
 	}
@@ -230,7 +234,12 @@ func (s *dockerSandbox) call(ctx context.Context, hc *helperClient, req *proto.H
 func (s *dockerSandbox) checkHelper(hc *helperClient) {
 	s.hmu.Lock()
 	defer s.hmu.Unlock()
-	if s.hc != hc || s.closed || hc.dead() {
+	s.checkHelperLocked(hc)
+}
+
+// checkHelperLocked is checkHelper with s.hmu held.
+func (s *dockerSandbox) checkHelperLocked(hc *helperClient) {
+	if s.hc != hc || s.closed || hc.dead() || !hc.stalled.Swap(false) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), helperCheckTimeout)
@@ -242,7 +251,7 @@ func (s *dockerSandbox) checkHelper(hc *helperClient) {
 	}
 	s.log.Warn("sandbox helper hung; replacing it", "pid", hc.helperPid(), "err", err)
 	s.hc = nil
-	hc.fail(fmt.Errorf("%w: hung", errHelperDied))
+	hc.fail(errors.New("hung; replaced"))
 	sctx, cancel := context.WithTimeout(context.Background(), helperStartTimeout)
 	defer cancel()
 	nhc, err := s.startHelper(sctx)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/beige-dev/beige/internal/proto"
@@ -31,6 +32,10 @@ type helperClient struct {
 	done    chan struct{} // closed when the stream ended
 
 	pid int // the helper's pid in the sandbox, from the first ping; 0 if unknown
+
+	// stalled is set when a call missed its deadline: the helper must be
+	// checked (and replaced if hung) before it gets another call.
+	stalled atomic.Bool
 }
 
 // newHelperClient starts reading responses from r. closeWrite and closeAll may be nil.
