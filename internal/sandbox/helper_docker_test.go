@@ -50,30 +50,36 @@ func newAgentSandbox(t *testing.T, name string, edit func(*sandbox.Spec)) (sandb
 // (not through the helper), and waits for it to end.
 func rootExec(t *testing.T, spec sandbox.Spec, cmd ...string) {
 	t.Helper()
+	if err := tryRootExec(t, spec, cmd...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func tryRootExec(t *testing.T, spec sandbox.Spec, cmd ...string) error {
 	c := sandboxtest.RequireDocker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ex, err := c.ExecCreate(ctx, sandbox.ContainerName(spec.Agent), client.ExecCreateOptions{User: "0:0", Cmd: cmd})
 	if err != nil {
-		t.Fatalf("exec %q: %v", cmd, err)
+		return fmt.Errorf("exec %q: %w", cmd, err)
 	}
 	if _, err := c.ExecStart(ctx, ex.ID, client.ExecStartOptions{Detach: true}); err != nil {
-		t.Fatalf("exec %q: %v", cmd, err)
+		return fmt.Errorf("exec %q: %w", cmd, err)
 	}
 	for ctx.Err() == nil {
 		ins, err := c.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{})
 		if err != nil {
-			t.Fatalf("exec %q: %v", cmd, err)
+			return fmt.Errorf("exec %q: %w", cmd, err)
 		}
 		if !ins.Running {
 			if ins.ExitCode != 0 {
-				t.Fatalf("exec %q exited %d", cmd, ins.ExitCode)
+				return fmt.Errorf("exec %q exited %d", cmd, ins.ExitCode)
 			}
-			return
+			return nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("exec %q did not end", cmd)
+	return fmt.Errorf("exec %q did not end", cmd)
 }
 
 // TestHelperOutOfAgentsReach (security issue #10, finding 4): agent code
