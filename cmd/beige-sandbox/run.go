@@ -13,9 +13,10 @@ import (
 	"github.com/beige-dev/beige/internal/toolclient"
 )
 
-const usage = `usage: beige-sandbox idle|serve|version
+const usage = `usage: beige-sandbox idle|serve [--user UID:GID]|version
   idle     wait for SIGTERM or SIGINT (the sandbox's main process)
-  serve    answer helper requests on stdin/stdout (started by the gateway)
+  serve    answer helper requests on stdin/stdout (started by the gateway,
+           as root); --user: run commands and file operations as UID:GID
   version  print the helper protocol version
 `
 
@@ -35,7 +36,26 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 		return idle(sig)
 	case "serve":
-		if err := helper.Serve(stdin, stdout, helper.Options{Log: stderr}); err != nil {
+		opts := helper.Options{Log: stderr}
+		switch {
+		case len(args) == 4 && args[2] == "--user":
+			u, err := helper.ParseUser(args[3])
+			if err != nil {
+				fmt.Fprintf(stderr, "beige-sandbox serve: %v\n", err)
+				return 2
+			}
+			opts.User = u
+		case len(args) != 2:
+			fmt.Fprint(stderr, usage)
+			return 2
+		}
+		// Agent processes must not read, write or trace the helper through
+		// /proc/<pid> (its stdin and stdout carry every session's calls).
+		if err := helper.Harden(); err != nil {
+			fmt.Fprintf(stderr, "beige-sandbox serve: %v\n", err)
+			return 1
+		}
+		if err := helper.Serve(stdin, stdout, opts); err != nil {
 			fmt.Fprintf(stderr, "beige-sandbox serve: %v\n", err)
 			return 1
 		}

@@ -24,6 +24,10 @@ func TestRun(t *testing.T) {
 		{[]string{"beige-sandbox", "frob"}, 2, "", "usage"},
 		{[]string{"beige-sandbox", "version"}, 0, "protocol " + proto.HelperVersion, ""},
 		{[]string{"/beige/beige-sandbox", "serve"}, 0, "", ""}, // empty stdin: clean EOF
+		{[]string{"beige-sandbox", "serve", "--user", "0:0"}, 0, "", ""},
+		{[]string{"beige-sandbox", "serve", "--user", "1000"}, 2, "", "uid:gid"},
+		{[]string{"beige-sandbox", "serve", "--user"}, 2, "", "usage"},
+		{[]string{"beige-sandbox", "serve", "extra"}, 2, "", "usage"},
 	}
 	for _, tt := range tests {
 		var out, errb bytes.Buffer

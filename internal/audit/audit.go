@@ -72,6 +72,10 @@ type Record struct {
 	ExitCode    *int   `json:"exitCode,omitempty"`
 	OutputBytes *int64 `json:"outputBytes,omitempty"` // true size, even when the output shown was cut
 	Error       string `json:"error,omitempty"`
+	// Unattributed marks a tool call from the sandbox that could not be
+	// attributed to a session (no valid call token): Session and Channel
+	// are then empty, whatever the sandbox claimed.
+	Unattributed bool `json:"unattributed,omitempty"`
 }
 
 // StringArgs returns args as a JSON array of strings, the Args of a plugin

@@ -53,6 +53,9 @@ func (r Record) appendJSON(b []byte) ([]byte, error) {
 		b = strconv.AppendInt(b, *r.OutputBytes, 10)
 	}
 	b = appendField(b, "error", r.Error, false)
+	if r.Unattributed {
+		b = append(b, `,"unattributed":true`...)
+	}
 	return append(b, '}'), nil
 }
 

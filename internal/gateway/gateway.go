@@ -154,6 +154,7 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	}
 	g.policy = policy.New(tools)
 	g.runner = newRunner(g.audit, g.policy, g.log)
+	g.runner.SetCallTokens(g.callToken)
 	g.catalogue = newCatalogue(cfg)
 	if err := g.openLLM(); err != nil {
 		return nil, err

@@ -53,6 +53,9 @@ func (h *Host) Handle(ctx context.Context, agent string, req proto.ToolRequest) 
 		Tool:    req.Tool,
 		Args:    audit.StringArgs(args),
 		Target:  audit.TargetGateway,
+		// The session is the one the toolbridge attributed by call token;
+		// one it could not attribute is marked.
+		Unattributed: req.Unattributed,
 	}
 	ai := h.agents[agent]
 

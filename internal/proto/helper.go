@@ -30,7 +30,9 @@ const (
 )
 
 // HelperVersion is reported by ping; bump it on incompatible changes.
-const HelperVersion = "1"
+// Version 2: the helper runs agent code as another user (serve --user) and
+// has the kill-helper op.
+const HelperVersion = "2"
 
 // Helper operations (HelperRequest.Op).
 const (
@@ -38,7 +40,10 @@ const (
 	HelperOpExec   = "exec"   // sh -c Command; Body is stdin; response Body is output
 	HelperOpRead   = "read"   // read at most Max bytes of Path; response Body is data, Size the true size
 	HelperOpWrite  = "write"  // write Body to Path, creating parents
-	HelperOpCancel = "cancel" // stop the call with the same ID (kills its process group); no response of its own
+	HelperOpCancel = "cancel" // stop the call with the same ID (kills its processes); no response of its own
+	// HelperOpKillHelper kills the helper Pid (one that stopped answering)
+	// and every process it started.
+	HelperOpKillHelper = "killHelper"
 )
 
 // Error codes of a HelperResponse, for errors the gateway maps to sentinels.
@@ -66,6 +71,8 @@ type HelperRequest struct {
 	// read, write
 	Path string `json:"path,omitempty"`
 	Max  int64  `json:"max,omitempty"` // read: at most this many bytes
+	// killHelper
+	Pid int `json:"pid,omitempty"`
 
 	Body []byte `json:"-"` // exec: stdin; write: file content
 }
@@ -88,6 +95,7 @@ type HelperResponse struct {
 
 	// ping
 	Version string `json:"version,omitempty"`
+	Pid     int    `json:"pid,omitempty"` // the helper's pid in the sandbox
 
 	Body []byte `json:"-"` // exec: output; read: data
 }

@@ -9,6 +9,10 @@ package proto
 //
 // The agent a request is for is never read from the frame: the gateway knows
 // it from the socket that accepted the connection (one socket per agent).
+// Nor is the session: the request's sessionContext comes from the sandbox's
+// env, which the agent controls. The gateway attributes a call to a session
+// only by its callToken, a secret it gave the one command it started for
+// that session (in CallTokenEnv) for as long as that command runs.
 
 import (
 	"bytes"
@@ -22,6 +26,13 @@ const (
 	ToolRequestType  = "tool_request"
 	ToolResponseType = "tool_response"
 )
+
+// CallTokenEnv names the variable that carries the call token to the tool
+// client: the gateway sets it for each exec it starts.
+const CallTokenEnv = "BEIGE_CALL_TOKEN"
+
+// MaxCallToken bounds the length of a request's callToken.
+const MaxCallToken = 128
 
 // MaxToolFrame is the default size limit of one request frame, newline excluded.
 const MaxToolFrame = 1 << 20
@@ -50,6 +61,13 @@ type ToolRequest struct {
 	// SessionContext is read by the tool client from the BEIGE_* variables.
 	// Its AgentName is informative only: the gateway overwrites it.
 	SessionContext *SessionContext `json:"sessionContext,omitempty"`
+	// CallToken is the value of CallTokenEnv the tool client was run with.
+	CallToken string `json:"callToken,omitempty"`
+
+	// Unattributed is set by the gateway, never read from a frame: the
+	// call could not be attributed to a session (no token, or an unknown
+	// or expired one), so SessionContext carries only the agent.
+	Unattributed bool `json:"-"`
 }
 
 // ToolResponse is a gateway → sandbox frame. The tool client prints Output
@@ -100,6 +118,7 @@ type wireRequest struct {
 	Args           json.RawMessage `json:"args"`
 	Cwd            *string         `json:"cwd"`
 	SessionContext json.RawMessage `json:"sessionContext"`
+	CallToken      *string         `json:"callToken"`
 }
 
 // DecodeToolRequest parses one request frame (without its newline). Unknown
@@ -151,6 +170,12 @@ func DecodeToolRequest(frame []byte) (ToolRequest, error) {
 		}
 		req.Cwd = *w.Cwd
 	}
+	if w.CallToken != nil {
+		if !validCallToken(*w.CallToken) {
+			return req, fmt.Errorf("\"callToken\" must be at most %d printable ASCII characters", MaxCallToken)
+		}
+		req.CallToken = *w.CallToken
+	}
 	if len(w.SessionContext) > 0 && string(w.SessionContext) != "null" {
 		var sc SessionContext
 		if err := json.Unmarshal(w.SessionContext, &sc); err != nil {
@@ -159,6 +184,18 @@ func DecodeToolRequest(frame []byte) (ToolRequest, error) {
 		req.SessionContext = &sc
 	}
 	return req, nil
+}
+
+func validCallToken(t string) bool {
+	if len(t) > MaxCallToken {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		if t[i] <= ' ' || t[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeArgs accepts a missing or null "args" as none, and otherwise wants

@@ -61,6 +61,10 @@ func TestDecodeToolRequest(t *testing.T) {
 		{`{"type":"tool_request","tool":"git","cwd":1}`, "invalid JSON"},
 		{`{"type":"tool_request","tool":"git","sessionContext":"x"}`, "sessionContext"},
 		{`{"type":"tool_request","tool":"git","sessionContext":{"sessionKey":3}}`, "sessionContext"},
+		{`{"type":"tool_request","tool":"git","callToken":3}`, "invalid JSON"},
+		{`{"type":"tool_request","tool":"git","callToken":"a b"}`, "callToken"},
+		{`{"type":"tool_request","tool":"git","callToken":"a\u0000"}`, "callToken"},
+		{`{"type":"tool_request","tool":"git","callToken":"` + strings.Repeat("a", MaxCallToken+1) + `"}`, "callToken"},
 	}
 	for _, tt := range bad {
 		_, err := DecodeToolRequest([]byte(tt.in))
@@ -104,10 +108,15 @@ func FuzzDecodeToolRequest(f *testing.F) {
 	f.Add([]byte(`{"type":"tool_request","tool":"git","args":[null]}`))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`[`))
+	f.Add([]byte(`{"type":"tool_request","tool":"git","callToken":"0123456789abcdef0123456789abcdef"}`))
+	f.Add([]byte(`{"type":"tool_request","tool":"git","callToken":"\u00e9"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		req, err := DecodeToolRequest(data)
 		if err != nil {
 			return
+		}
+		if !validCallToken(req.CallToken) || req.Unattributed {
+			t.Fatalf("accepted call token %q (unattributed %v)", req.CallToken, req.Unattributed)
 		}
 		if req.Type != ToolRequestType || !ValidToolName(req.Tool) || req.Args == nil {
 			t.Fatalf("accepted an invalid request: %+v", req)

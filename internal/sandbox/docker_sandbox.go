@@ -25,19 +25,30 @@ const (
 	// helperStartTimeout bounds starting a helper and its first ping.
 	helperStartTimeout = 10 * time.Second
 	// helperGrace is added to an exec's own timeout (which the helper
-	// enforces) before the gateway stops waiting for the helper.
-	helperGrace = 15 * time.Second
+	// enforces, killing the call's processes within helper.KillBound) before
+	// the gateway stops waiting for the helper: the call's deadline bounds
+	// the whole call, helper included.
+	helperGrace = 3 * time.Second
+	// helperFileTimeout is the deadline of a read or write through the helper.
+	helperFileTimeout = 20 * time.Second
+	// helperCheckTimeout bounds the ping that tells a helper that missed a
+	// deadline from a hung one, and the kill of a hung one.
+	helperCheckTimeout = 2 * time.Second
 )
+
+// errHelperStalled is returned by a call whose helper did not answer by the
+// call's deadline; the helper is then checked and, if hung, replaced.
+var errHelperStalled = errors.New("sandbox helper did not answer in time; it is being replaced if hung")
 
 // dockerSandbox is one agent's running container.
 type dockerSandbox struct {
 	d     *Docker
 	agent string
 	id    string
-	user  string // "uid:gid" of agent code: per-call execs run as it
 	log   *slog.Logger
 
 	useHelper bool
+	user      string // "uid:gid" agent code runs as: per-call execs run as it, and it is passed to the helper
 
 	hmu     sync.Mutex
 	hc      *helperClient // nil until started, or after it died
@@ -83,11 +94,19 @@ func (s *dockerSandbox) thaw() {
 }
 
 func newDockerSandbox(d *Docker, spec Spec, id string) *dockerSandbox {
-	return &dockerSandbox{
-		d: d, agent: spec.Agent, id: id, user: spec.user(),
+	s := &dockerSandbox{
+		d: d, agent: spec.Agent, id: id,
 		log:       d.log.With("agent", spec.Agent),
 		useHelper: !d.noHelper && spec.HelperBinary != "",
 	}
+	uid, gid, err := ParseUser(spec.User)
+	if err != nil {
+		// The config was validated; never fall back to root.
+		s.log.Error("invalid sandbox user; using the default", "user", spec.User, "err", err)
+		uid, gid, _ = ParseUser("")
+	}
+	s.user = fmt.Sprintf("%d:%d", uid, gid)
+	return s
 }
 
 func (s *dockerSandbox) ID() string { return s.id }
@@ -106,6 +125,9 @@ func (s *dockerSandbox) helper(ctx context.Context) *helperClient {
 	defer s.hmu.Unlock()
 	if s.closed {
 		return nil
+	}
+	if s.hc != nil && s.hc.stalled.Load() {
+		s.checkHelperLocked(s.hc) // replaces it if it is hung
 	}
 	if s.hc != nil {
 		if !s.hc.dead() {
@@ -140,11 +162,14 @@ func (s *dockerSandbox) retryHelperNow() {
 }
 
 // startHelper runs `beige-sandbox serve` as one long-lived exec and pings it.
+// The helper runs as root (whatever the container's user) so that agent
+// processes cannot reach it, and runs agent code as s.user.
 func (s *dockerSandbox) startHelper(ctx context.Context) (*helperClient, error) {
 	start := time.Now()
 	api := s.d.api
 	ex, err := api.ExecCreate(ctx, s.id, client.ExecCreateOptions{
-		Cmd:          []string{HelperPath, "serve"},
+		User:         RootUser,
+		Cmd:          []string{HelperPath, "serve", "--user", s.user},
 		AttachStdin:  true,
 		AttachStdout: true,
 		AttachStderr: true,
@@ -178,8 +203,77 @@ func (s *dockerSandbox) startHelper(ctx context.Context) (*helperClient, error) 
 		}
 		return nil, fmt.Errorf("helper did not answer: %w", err)
 	}
-	s.log.Debug("sandbox helper started", "exec", short(ex.ID), "took", time.Since(start))
+	s.log.Debug("sandbox helper started", "exec", short(ex.ID), "pid", hc.helperPid(), "took", time.Since(start))
 	return hc, nil
+}
+
+// call sends req to hc and waits at most wait for the answer (0: no limit
+// but ctx). When hc misses that deadline the call fails with
+// errHelperStalled and hc is checked and, if hung, replaced.
+func (s *dockerSandbox) call(ctx context.Context, hc *helperClient, req *proto.HelperRequest, wait time.Duration) (*proto.HelperResponse, error) {
+	if wait <= 0 {
+		return hc.call(ctx, req)
+	}
+	cctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	resp, err := hc.call(cctx, req)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		hc.stalled.Store(true) // the next call waits for the check
+		go s.checkHelper(hc)
+		return nil, fmt.Errorf("%w (no answer within %v)", errHelperStalled, wait)
+	}
+	return resp, err
+}
+
+// checkHelper pings hc, which missed a call's deadline; when it does not
+// answer that either, it is hung (stopped, say): checkHelper starts a new
+// helper, has it kill the old one and everything the old one started (a
+// stopped process can only be reached from inside the sandbox, as root),
+// and drops the old connection, which fails the calls still waiting on it.
+// Calls arriving meanwhile wait for the outcome (they need hmu).
+func (s *dockerSandbox) checkHelper(hc *helperClient) {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	s.checkHelperLocked(hc)
+}
+
+// checkHelperLocked is checkHelper with s.hmu held.
+func (s *dockerSandbox) checkHelperLocked(hc *helperClient) {
+	if s.hc != hc || s.closed || hc.dead() || !hc.stalled.Swap(false) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), helperCheckTimeout)
+	err := hc.ping(ctx)
+	cancel()
+	if err == nil {
+		s.log.Warn("sandbox helper missed a call's deadline but answers; keeping it")
+		return
+	}
+	s.log.Warn("sandbox helper hung; replacing it", "pid", hc.helperPid(), "err", err)
+	s.hc = nil
+	hc.fail(errors.New("hung; replaced"))
+	sctx, cancel := context.WithTimeout(context.Background(), helperStartTimeout)
+	defer cancel()
+	nhc, err := s.startHelper(sctx)
+	if err != nil {
+		s.log.Warn("sandbox helper unavailable; using docker exec", "err", err, "retry_in", helperRetryDelay)
+		s.retryAt = time.Now().Add(helperRetryDelay)
+		return
+	}
+	s.hc = nhc
+	pid := hc.helperPid()
+	if pid <= 0 {
+		return
+	}
+	kctx, cancel := context.WithTimeout(context.Background(), helperCheckTimeout+2*time.Second)
+	defer cancel()
+	resp, err := nhc.call(kctx, &proto.HelperRequest{Op: proto.HelperOpKillHelper, Pid: pid})
+	if err == nil && resp.Error != "" {
+		err = errors.New(resp.Error)
+	}
+	if err != nil {
+		s.log.Error("could not kill the hung sandbox helper", "pid", hc.helperPid(), "err", err)
+	}
 }
 
 // close drops the helper (it exits on stdin EOF); the container keeps running.
@@ -245,11 +339,12 @@ func (s *dockerSandbox) helperExec(ctx context.Context, hc *helperClient, req Ex
 	}
 	if req.Timeout > 0 {
 		hreq.TimeoutMs = max(1, int64((req.Timeout+time.Millisecond-1)/time.Millisecond))
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, req.Timeout+helperGrace)
-		defer cancel()
 	}
-	resp, err := hc.call(ctx, hreq)
+	var wait time.Duration
+	if req.Timeout > 0 {
+		wait = req.Timeout + helperGrace
+	}
+	resp, err := s.call(ctx, hc, hreq, wait)
 	if err != nil {
 		return ExecResult{}, err
 	}
@@ -276,7 +371,7 @@ func (s *dockerSandbox) ReadFile(ctx context.Context, p string, max int64) ([]by
 		err = ErrClosed
 	} else if hc := s.helper(ctx); hc != nil {
 		var resp *proto.HelperResponse
-		resp, err = hc.call(ctx, &proto.HelperRequest{Op: proto.HelperOpRead, Path: p, Max: max})
+		resp, err = s.call(ctx, hc, &proto.HelperRequest{Op: proto.HelperOpRead, Path: p, Max: max}, helperFileTimeout)
 		if err == nil && resp.Error != "" {
 			err = helperError(resp)
 		}
@@ -300,7 +395,7 @@ func (s *dockerSandbox) WriteFile(ctx context.Context, p string, data []byte) er
 		err = ErrClosed
 	} else if hc := s.helper(ctx); hc != nil && len(data) <= proto.MaxHelperBody {
 		var resp *proto.HelperResponse
-		resp, err = hc.call(ctx, &proto.HelperRequest{Op: proto.HelperOpWrite, Path: p, Body: data})
+		resp, err = s.call(ctx, hc, &proto.HelperRequest{Op: proto.HelperOpWrite, Path: p, Body: data}, helperFileTimeout)
 		if err == nil && resp.Error != "" {
 			err = helperError(resp)
 		}

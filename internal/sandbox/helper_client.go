@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/beige-dev/beige/internal/proto"
@@ -29,6 +30,12 @@ type helperClient struct {
 	pending map[uint64]chan *proto.HelperResponse
 	err     error         // why the stream ended
 	done    chan struct{} // closed when the stream ended
+
+	pid int // the helper's pid in the sandbox, from the first ping; 0 if unknown
+
+	// stalled is set when a call missed its deadline: the helper must be
+	// checked (and replaced if hung) before it gets another call.
+	stalled atomic.Bool
 }
 
 // newHelperClient starts reading responses from r. closeWrite and closeAll may be nil.
@@ -155,6 +162,11 @@ func (c *helperClient) ping(ctx context.Context) error {
 	if resp.Version != proto.HelperVersion {
 		return fmt.Errorf("helper speaks protocol %q, want %q", resp.Version, proto.HelperVersion)
 	}
+	c.mu.Lock()
+	if c.pid == 0 {
+		c.pid = resp.Pid
+	}
+	c.mu.Unlock()
 	return nil
 }
 
@@ -169,4 +181,11 @@ func (c *helperClient) close() {
 	case <-time.After(2 * time.Second):
 	}
 	c.fail(errors.New("closed"))
+}
+
+// helperPid is the helper's pid in the sandbox, 0 when unknown.
+func (c *helperClient) helperPid() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pid
 }

@@ -18,6 +18,7 @@ func FuzzFrames(f *testing.F) {
 	f.Add([]byte("{}\n{\"type\":\"tool_request\"}\n"))
 	f.Add([]byte(`{"type":"tool_request","tool":"git","args":[null]}`))
 	f.Add(bytes.Repeat([]byte("a"), 300))
+	f.Add([]byte(`{"type":"tool_request","tool":"git","callToken":"0123456789abcdef0123456789abcdef","sessionContext":{"sessionKey":"telegram:1:2"}}` + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		const max = 128
 		br := bufio.NewReaderSize(bytes.NewReader(data), 16)

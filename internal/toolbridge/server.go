@@ -4,12 +4,16 @@
 // that call the in-sandbox tool client (WriteLaunchers).
 //
 // The agent a request is for is the agent of the socket that accepted the
-// connection; nothing in a frame can change it.
+// connection; nothing in a frame can change it. The session is the one
+// registered (Attribute) for the request's call token, never the
+// sessionContext the frame claims.
 package toolbridge
 
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -26,7 +30,9 @@ import (
 )
 
 // Handler answers one well-formed request. agent is the socket's agent, and
-// req.SessionContext is never nil and carries that agent as AgentName. ctx
+// req.SessionContext is never nil and carries that agent as AgentName: it is
+// the session registered for req's call token, or, when there was no valid
+// token (req.Unattributed), only the agent. req.CallToken is cleared. ctx
 // ends when the client goes away or the server is closed.
 type Handler func(ctx context.Context, agent string, req proto.ToolRequest) proto.ToolResponse
 
@@ -118,6 +124,9 @@ type Server struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	tmu    sync.Mutex
+	tokens map[string]proto.SessionContext // call token → session, while the call runs
 }
 
 type conn struct {
@@ -168,6 +177,7 @@ func Listen(path, agent string, h Handler, opts *Options) (*Server, error) {
 		ctx:    ctx,
 		cancel: cancel,
 		conns:  map[*conn]struct{}{},
+		tokens: map[string]proto.SessionContext{},
 	}
 	s.wg.Add(1)
 	go s.acceptLoop()
@@ -260,6 +270,52 @@ func (s *Server) acceptLoop() {
 	}
 }
 
+// Attribute registers sc as the session of the tool calls that present the
+// returned token, until release is called (release is idempotent). The
+// gateway calls it for each command it starts in the sandbox, passes the
+// token to that command in proto.CallTokenEnv, and releases it when the
+// command ends. The token is 128 random bits: it cannot be guessed, only
+// read from a process that has it (see the package docs for that limit).
+func (s *Server) Attribute(sc proto.SessionContext) (token string, release func()) {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	token = hex.EncodeToString(b[:])
+	sc.AgentName = s.agent
+	s.tmu.Lock()
+	s.tokens[token] = sc
+	s.tmu.Unlock()
+	var once sync.Once
+	return token, func() {
+		once.Do(func() {
+			s.tmu.Lock()
+			delete(s.tokens, token)
+			s.tmu.Unlock()
+		})
+	}
+}
+
+// attribute replaces req's claimed session by the one registered for its
+// call token, or by the agent alone, marking req unattributed.
+func (s *Server) attribute(req *proto.ToolRequest) {
+	sc, ok := proto.SessionContext{}, false
+	if req.CallToken != "" {
+		s.tmu.Lock()
+		sc, ok = s.tokens[req.CallToken]
+		s.tmu.Unlock()
+	}
+	if !ok {
+		sc = proto.SessionContext{}
+		if req.SessionContext != nil && *req.SessionContext != (proto.SessionContext{}) {
+			s.opts.Logger.Info("tool call not attributed to a session: no valid call token; its claimed session is ignored",
+				"agent", s.agent, "tool", req.Tool, "claimed_session", req.SessionContext.SessionKey)
+		}
+	}
+	sc.AgentName = s.agent
+	req.SessionContext = &sc
+	req.Unattributed = !ok
+	req.CallToken = ""
+}
+
 func (s *Server) isClosing() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -296,13 +352,9 @@ func (s *Server) serve(cn *conn) {
 			s.write(cn, proto.BadRequest("%v", err))
 			return
 		}
-		// Identity comes from the socket, never from the payload.
-		sc := proto.SessionContext{}
-		if req.SessionContext != nil {
-			sc = *req.SessionContext
-		}
-		sc.AgentName = s.agent
-		req.SessionContext = &sc
+		// Identity comes from the socket, never from the payload; the
+		// session only from a live call token.
+		s.attribute(&req)
 
 		s.mu.Lock()
 		if s.closing {

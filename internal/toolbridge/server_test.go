@@ -147,8 +147,9 @@ func TestServeAndIdentity(t *testing.T) {
 	if got.Agent != "travel" || got.Req.SessionContext.AgentName != "travel" {
 		t.Errorf("handler saw agent %q / sessionContext.agentName %q, want travel", got.Agent, got.Req.SessionContext.AgentName)
 	}
-	if got.Req.Tool != "git" || got.Req.Cwd != "src" || got.Req.SessionContext.SessionKey != "tui:admin:default" {
-		t.Errorf("handler saw %+v", got.Req)
+	// Nor is the claimed session believed (no call token).
+	if got.Req.Tool != "git" || got.Req.Cwd != "src" || *got.Req.SessionContext != (proto.SessionContext{AgentName: "travel"}) {
+		t.Errorf("handler saw %+v, session %+v", got.Req, got.Req.SessionContext)
 	}
 	// A second request on the same connection, without a session context.
 	resp = roundTrip(t, c, br, `{"type":"tool_request","tool":"x","args":[]}`)
@@ -475,4 +476,56 @@ func TestListenSocketFile(t *testing.T) {
 			t.Errorf("DirMode %#o: folder mode = %v, want 0755", mode, fi.Mode().Perm())
 		}
 	}
+}
+
+// TestCallTokenAttribution (security issue #10, finding 6): a call is
+// attributed to a session only by a live call token; a forged
+// sessionContext, a missing, unknown or released token give only the agent,
+// marked unattributed, and the token never reaches the handler.
+func TestCallTokenAttribution(t *testing.T) {
+	checkGoroutines(t)
+	var mu sync.Mutex
+	var seen proto.ToolRequest
+	s := listen(t, "travel", func(ctx context.Context, agent string, req proto.ToolRequest) proto.ToolResponse {
+		mu.Lock()
+		seen = req
+		mu.Unlock()
+		return proto.ToolResponse{Success: true}
+	}, nil)
+	session := proto.ParseSessionKey("someone", "tui:travel:default")
+	token, release := s.Attribute(session)
+	other, releaseOther := s.Attribute(proto.ParseSessionKey("travel", "telegram:1:2"))
+	defer releaseOther()
+	if len(token) != 32 || token == other {
+		t.Fatalf("tokens %q, %q: want two different 128-bit hex tokens", token, other)
+	}
+	forged := `"sessionContext":{"sessionKey":"telegram:123456789:77","channel":"telegram","chatId":"123456789","threadId":"77"}`
+	want := session
+	want.AgentName = "travel"
+	tests := []struct {
+		name, frame  string
+		unattributed bool
+		session      proto.SessionContext
+	}{
+		{"token", `{"type":"tool_request","tool":"git","callToken":"` + token + `",` + forged + `}`, false, want},
+		{"forged, no token", `{"type":"tool_request","tool":"git",` + forged + `}`, true, proto.SessionContext{AgentName: "travel"}},
+		{"unknown token", `{"type":"tool_request","tool":"git","callToken":"` + strings.Repeat("0", 32) + `",` + forged + `}`, true, proto.SessionContext{AgentName: "travel"}},
+	}
+	c := dial(t, s)
+	br := bufio.NewReader(c)
+	check := func(name, frame string, unattributed bool, session proto.SessionContext) {
+		t.Helper()
+		roundTrip(t, c, br, frame)
+		mu.Lock()
+		defer mu.Unlock()
+		if seen.Unattributed != unattributed || seen.SessionContext == nil || *seen.SessionContext != session || seen.CallToken != "" {
+			t.Errorf("%s: handler saw unattributed=%v session %+v token %q; want %v %+v", name, seen.Unattributed, seen.SessionContext, seen.CallToken, unattributed, session)
+		}
+	}
+	for _, tt := range tests {
+		check(tt.name, tt.frame, tt.unattributed, tt.session)
+	}
+	release()
+	release()
+	check("released token", tests[0].frame, true, proto.SessionContext{AgentName: "travel"})
 }

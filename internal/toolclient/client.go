@@ -80,7 +80,12 @@ func run(args []string, env func(string) string, wd string, stdout, stderr io.Wr
 		ThreadID:   env("BEIGE_THREAD_ID"),
 	}
 	if sc != (proto.SessionContext{}) {
-		req.SessionContext = &sc
+		req.SessionContext = &sc // informative: the gateway goes by the token
+	}
+	// The secret of the exec that runs us: the gateway's only way to tell
+	// which session the call belongs to. One that is not a token is not sent.
+	if tok := env(proto.CallTokenEnv); tok != "" && len(tok) <= proto.MaxCallToken && strings.Trim(tok, "0123456789abcdef") == "" {
+		req.CallToken = tok
 	}
 	frame, err := proto.AppendToolFrame(nil, req)
 	if err != nil {

@@ -13,6 +13,10 @@ import (
 )
 
 func server(t *testing.T, h toolbridge.Handler) string {
+	return serverOf(t, h).Path()
+}
+
+func serverOf(t *testing.T, h toolbridge.Handler) *toolbridge.Server {
 	t.Helper()
 	d, err := os.MkdirTemp("", "tc")
 	if err != nil {
@@ -25,7 +29,7 @@ func server(t *testing.T, h toolbridge.Handler) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s.Path()
+	return s
 }
 
 func envOf(m map[string]string) func(string) string {
@@ -35,7 +39,7 @@ func envOf(m map[string]string) func(string) string {
 func TestClient(t *testing.T) {
 	var seen proto.ToolRequest
 	var seenAgent string
-	sock := server(t, func(ctx context.Context, agent string, req proto.ToolRequest) proto.ToolResponse {
+	srv := serverOf(t, func(ctx context.Context, agent string, req proto.ToolRequest) proto.ToolResponse {
 		seen, seenAgent = req, agent
 		switch req.Args[0] {
 		case "ok":
@@ -47,8 +51,11 @@ func TestClient(t *testing.T) {
 		}
 		return proto.ToolResponse{Success: true}
 	})
+	token, release := srv.Attribute(proto.ParseSessionKey("travel", "telegram:42:7"))
+	defer release()
 	env := envOf(map[string]string{
-		SocketEnv:           sock,
+		SocketEnv:           srv.Path(),
+		proto.CallTokenEnv:  token,
 		"BEIGE_SESSION_KEY": "telegram:42:7",
 		"BEIGE_CHANNEL":     "telegram",
 		"BEIGE_AGENT_NAME":  "someone-else",
@@ -118,5 +125,33 @@ func TestRelCwd(t *testing.T) {
 		if got := relCwd(wd); got != want {
 			t.Errorf("relCwd(%q) = %q, want %q", wd, got, want)
 		}
+	}
+}
+
+// TestClientSessionComesFromToken: the session the gateway sees is the one
+// of the call token in the env; BEIGE_* variables alone (which the agent
+// can set to anything) attribute nothing.
+func TestClientSessionComesFromToken(t *testing.T) {
+	var seen proto.ToolRequest
+	srv := serverOf(t, func(ctx context.Context, agent string, req proto.ToolRequest) proto.ToolResponse {
+		seen = req
+		return proto.ToolResponse{Success: true}
+	})
+	token, release := srv.Attribute(proto.ParseSessionKey("travel", "tui:travel:default"))
+	defer release()
+	forged := map[string]string{SocketEnv: srv.Path(), "BEIGE_SESSION_KEY": "telegram:123456789:77", "BEIGE_CHANNEL": "telegram", "BEIGE_CHAT_ID": "123456789"}
+	var out, errb bytes.Buffer
+	if code := run([]string{"git"}, envOf(forged), "/workspace", &out, &errb); code != 0 {
+		t.Fatalf("code %d: %s", code, errb.String())
+	}
+	if !seen.Unattributed || seen.SessionContext.SessionKey != "" || seen.SessionContext.ChatID != "" {
+		t.Errorf("forged env: gateway saw %+v (unattributed %v)", seen.SessionContext, seen.Unattributed)
+	}
+	forged[proto.CallTokenEnv] = token
+	if code := run([]string{"git"}, envOf(forged), "/workspace", &out, &errb); code != 0 {
+		t.Fatalf("code %d: %s", code, errb.String())
+	}
+	if seen.Unattributed || seen.SessionContext.SessionKey != "tui:travel:default" || seen.SessionContext.Channel != "tui" {
+		t.Errorf("with token: gateway saw %+v (unattributed %v)", seen.SessionContext, seen.Unattributed)
 	}
 }

@@ -19,9 +19,18 @@ func (r *Runner) exec(ctx context.Context, inv Invocation, c *ExecCall) (outcome
 	if timeout <= 0 {
 		timeout = HTTPExecTimeout
 	}
+	env := inv.Session.Env()
+	// The command's tool calls are attributed to this session by a secret
+	// valid while it runs, never by the BEIGE_* variables (which it can change).
+	if r.callTokens != nil {
+		if token, release := r.callTokens(inv.Agent, inv.Session); token != "" {
+			defer release()
+			env[proto.CallTokenEnv] = token
+		}
+	}
 	res, err := inv.Sandbox.Exec(ctx, sandbox.ExecRequest{
 		Command:     c.Command, // one argument of sh -c, never re-quoted
-		Env:         inv.Session.Env(),
+		Env:         env,
 		Timeout:     timeout,
 		OutputLimit: execOutputLimit,
 	})

@@ -32,7 +32,19 @@ type Runner struct {
 	log   *slog.Logger
 	locks pathLocks
 	now   func() time.Time // for tests
+
+	callTokens CallTokens // nil: exec commands get no call token
 }
+
+// CallTokens registers sc as the session of the tool calls made by the one
+// exec command about to start for agent, and returns the secret token the
+// command gets in proto.CallTokenEnv and the func that ends the
+// registration (called when the command ends). A "" token means none.
+type CallTokens func(agent string, sc proto.SessionContext) (token string, release func())
+
+// SetCallTokens sets how exec commands get their call token (see
+// toolbridge.Server.Attribute). Call it before the Runner is used.
+func (r *Runner) SetCallTokens(f CallTokens) { r.callTokens = f }
 
 // NewRunner returns a Runner that writes to auditLog (required), asks allow
 // before each call (nil means AllowCoreTools) and logs to logger (nil means

@@ -17,8 +17,10 @@ import (
 	"github.com/beige-dev/beige/internal/proto"
 )
 
-// exec runs sh -c req.Command in its own process group. stdout and stderr
-// share one pipe, so the output is interleaved exactly as 2>&1 would.
+// exec runs sh -c req.Command as the agent's user, in its own session and
+// process group. stdout and stderr share one pipe, so the output is
+// interleaved exactly as 2>&1 would. A timeout or cancel kills every
+// process of the call (killCall).
 func (s *server) exec(ctx context.Context, req *proto.HelperRequest) *proto.HelperResponse {
 	env, err := mergeEnv(s.env, req.Env)
 	if err != nil {
@@ -31,7 +33,8 @@ func (s *server) exec(ctx context.Context, req *proto.HelperRequest) *proto.Help
 	limit = min(limit, proto.MaxHelperBody)
 
 	dir := s.resolve(req.Dir)
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+	var st fs.FileInfo
+	if err := s.asAgent(func() (err error) { st, err = os.Stat(dir); return err }); err != nil || !st.IsDir() {
 		// As docker exec does: exit 126 with the reason as output.
 		if err == nil {
 			err = syscall.ENOTDIR
@@ -54,7 +57,8 @@ func (s *server) exec(ctx context.Context, req *proto.HelperRequest) *proto.Help
 		// let that hold Wait for ever.
 		cmd.WaitDelay = time.Second
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Credential (when set) has no supplementary groups.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: s.cred}
 
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -85,11 +89,15 @@ func (s *server) exec(ctx context.Context, req *proto.HelperRequest) *proto.Help
 	case err = <-waitDone:
 	case <-timer:
 		timedOut = true
-		killGroup(cmd.Process.Pid)
-		err = <-waitDone
 	case <-ctx.Done():
 		cancelled = true
-		killGroup(cmd.Process.Pid)
+	}
+	if timedOut || cancelled {
+		// Kill before reaping sh, so that its pid (the session and group
+		// id) cannot be reused while the kill looks for them.
+		if !killCall(cmd.Process.Pid) {
+			s.logf("exec %d: processes of the call still alive after %v", req.ID, KillBound)
+		}
 		err = <-waitDone
 	}
 	// sh is gone. When nothing else of its process group is alive, every
@@ -100,6 +108,14 @@ func (s *server) exec(ctx context.Context, req *proto.HelperRequest) *proto.Help
 	wait := s.grace
 	if syscall.Kill(-cmd.Process.Pid, 0) == syscall.ESRCH {
 		wait = max(wait, drainTimeout)
+	}
+	// The call's own deadline bounds the drain too: the gateway waits only a
+	// little past it.
+	if timedOut || cancelled {
+		wait = min(wait, killDrain)
+	} else if req.TimeoutMs > 0 {
+		left := time.Until(start.Add(time.Duration(req.TimeoutMs) * time.Millisecond))
+		wait = min(wait, max(left, 0)+killDrain)
 	}
 	grace := time.NewTimer(wait)
 	select {
@@ -132,11 +148,6 @@ func unwrapPathError(err error) error {
 // drainTimeout bounds the wait for the output of a command whose processes
 // have all exited.
 const drainTimeout = 10 * time.Second
-
-// killGroup sends SIGKILL to the process group led by pid.
-func killGroup(pid int) {
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
-}
 
 // exitCode returns the exit status of cmd, 128+n for death by signal n.
 func exitCode(cmd *exec.Cmd, waitErr error) (int, error) {

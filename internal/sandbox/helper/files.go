@@ -17,10 +17,18 @@ import (
 const maxCount = 64 << 20
 
 // read returns at most req.Max bytes of req.Path and its true size.
-func (s *server) read(req *proto.HelperRequest) *proto.HelperResponse {
+// It runs with the agent's file credentials.
+func (s *server) read(req *proto.HelperRequest) (resp *proto.HelperResponse) {
 	if req.Path == "" {
 		return invalid("read: empty path")
 	}
+	if err := s.asAgent(func() error { resp = s.readAs(req); return nil }); err != nil {
+		return errResponse(err)
+	}
+	return resp
+}
+
+func (s *server) readAs(req *proto.HelperRequest) *proto.HelperResponse {
 	p := s.resolve(req.Path)
 	st, err := os.Stat(p)
 	if err != nil {
@@ -55,10 +63,19 @@ func (s *server) read(req *proto.HelperRequest) *proto.HelperResponse {
 // a temporary file beside the target and renames it over the target, so a
 // reader sees the old or the new content, never half a file. The mode and
 // (when allowed) owner of an existing file are kept; a symlink is followed.
-func (s *server) write(req *proto.HelperRequest) *proto.HelperResponse {
+// It runs with the agent's file credentials, so what it creates belongs to
+// the agent and it can replace nothing the agent could not.
+func (s *server) write(req *proto.HelperRequest) (resp *proto.HelperResponse) {
 	if req.Path == "" {
 		return invalid("write: empty path")
 	}
+	if err := s.asAgent(func() error { resp = s.writeAs(req); return nil }); err != nil {
+		return errResponse(err)
+	}
+	return resp
+}
+
+func (s *server) writeAs(req *proto.HelperRequest) *proto.HelperResponse {
 	p := s.resolve(req.Path)
 	if real, err := filepath.EvalSymlinks(p); err == nil {
 		p = real

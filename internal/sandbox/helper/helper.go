@@ -1,8 +1,12 @@
 // Package helper is the in-sandbox end of the helper protocol
 // (internal/proto/helper.go): `beige-sandbox serve` reads request frames on
 // stdin, runs commands and file operations, and writes response frames on
-// stdout. Calls run concurrently; a cancel frame or the end of stdin kills the
-// process groups of the calls still running.
+// stdout. Calls run concurrently; a cancel frame or the end of stdin kills
+// every process of the calls still running.
+//
+// The helper runs as root, non-dumpable (Harden), and runs agent code and
+// file operations as the agent's user (Options.User), so agent processes
+// cannot open its /proc files (fd/0, fd/1, mem), signal or trace it.
 //
 // It depends only on the standard library and internal/proto so that the
 // static in-sandbox binary stays small.
@@ -41,6 +45,9 @@ type Options struct {
 	Env        []string      // environment of commands before per-call env; nil = os.Environ()
 	Log        io.Writer     // diagnostics; nil = discard
 	DrainGrace time.Duration // 0 = DefaultDrainGrace
+	// User is who commands and file operations run as; nil or uid 0 = the
+	// helper's own credentials. Another user needs the helper to be root.
+	User *User
 }
 
 // Serve answers requests read from r with responses written to w until r
@@ -48,6 +55,9 @@ type Options struct {
 // returns nil on a clean EOF or the framing error that stopped it.
 func Serve(r io.Reader, w io.Writer, opts Options) error {
 	s := newServer(w, opts)
+	if err := s.setupUser(opts.User); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	br := bufio.NewReaderSize(r, 64<<10)
@@ -72,6 +82,8 @@ type server struct {
 	env   []string
 	log   io.Writer
 	grace time.Duration
+	user  *User               // nil: no switching
+	cred  *syscall.Credential // commands' credentials when user != nil
 
 	wmu sync.Mutex // serialises response frames
 	w   io.Writer
@@ -154,7 +166,9 @@ func (s *server) send(resp *proto.HelperResponse) {
 func (s *server) handle(ctx context.Context, req *proto.HelperRequest) *proto.HelperResponse {
 	switch req.Op {
 	case proto.HelperOpPing:
-		return &proto.HelperResponse{Version: proto.HelperVersion}
+		return &proto.HelperResponse{Version: proto.HelperVersion, Pid: os.Getpid()}
+	case proto.HelperOpKillHelper:
+		return s.killHelper(req)
 	case proto.HelperOpExec:
 		return s.exec(ctx, req)
 	case proto.HelperOpRead:
