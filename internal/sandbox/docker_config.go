@@ -38,7 +38,7 @@ const (
 	// DefaultPidsLimit caps the processes of one sandbox (fork bombs).
 	DefaultPidsLimit int64 = 1024
 	// DefaultNetwork is the network mode when Spec.Network is empty.
-	DefaultNetwork = "bridge"
+	DefaultNetwork = NetworkProxy
 )
 
 // Labels on every container the Docker runtime creates.
@@ -143,12 +143,16 @@ func ConfigHash(spec Spec, helperSum, imageID, instance string) string {
 // containerConfig turns spec into the engine's create request. It is pure:
 // prepareHost creates what must exist on the host first.
 func containerConfig(spec Spec, labels map[string]string) (*container.Config, *container.HostConfig) {
+	network, netEnv := networkOf(spec)
 	env := []string{"PATH=" + DefaultPATH}
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
-		if k == "PATH" {
-			continue // PATH is always DefaultPATH
+		if _, ok := netEnv[k]; k == "PATH" || ok {
+			continue // PATH is always DefaultPATH; the network's variables win
 		}
 		env = append(env, k+"="+spec.Env[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(netEnv)) {
+		env = append(env, k+"="+netEnv[k])
 	}
 	cmd := []string{HelperPath, "idle"}
 	if spec.HelperBinary == "" {
@@ -177,10 +181,6 @@ func containerConfig(spec Spec, labels map[string]string) (*container.Config, *c
 	}
 	if secOpt == nil {
 		secOpt = DefaultSecurityOpt
-	}
-	network := spec.Network
-	if network == "" {
-		network = DefaultNetwork
 	}
 	yes := true
 	host := &container.HostConfig{

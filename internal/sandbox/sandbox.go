@@ -64,7 +64,7 @@ type Spec struct {
 	MemoryLimit int64   // bytes; 0 = engine default
 	CPUs        float64 // 0 = no limit
 	PidsLimit   int64   // 0 = default (see DefaultPidsLimit)
-	Network     string  // "bridge" (default) or "none" or a network name
+	Network     string  // "proxy" (default), "none", "open" (or "bridge") or a Docker network name; see NetworkProxy
 	Runtime     string  // OCI runtime, e.g. "runsc"; "" = engine default
 	CapAdd      []string
 	CapDrop     []string // when nil, the documented default drop list applies (DefaultCapDrop)
