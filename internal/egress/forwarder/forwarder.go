@@ -120,4 +120,3 @@ func StartFromEnv(getenv func(string) string, log io.Writer) (stop func()) {
 	go f.Serve()
 	return func() { f.Close() }
 }
-
