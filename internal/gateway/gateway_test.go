@@ -66,6 +66,7 @@ type gatewaySetup struct {
 	// rename replaces placeholders in the config by the agents' full
 	// names: {"AGENT": "tg"} puts tg's suffixed name where AGENT stands.
 	rename map[string]string
+
 	options func(*Options) // changes the gateway's options before it starts
 }
 
