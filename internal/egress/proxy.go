@@ -91,6 +91,10 @@ type Proxy struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{} // hijacked tunnels, closed by Close
 	closed bool
+
+	// auditBroken is set when a record could not be written: new
+	// connections are refused until one can be audited again.
+	auditBroken atomic.Bool
 }
 
 // New returns the proxy of agent with its policy.
@@ -195,6 +199,16 @@ func (p *Proxy) Close() error {
 // a request with an absolute http:// URL is forwarded.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	if p.auditBroken.Load() {
+		// Nothing goes out unaudited. This refusal is itself offered to the
+		// audit log; if it is written, the log works again.
+		p.audit(&rec{t: Target{Name: "unknown", Port: 0}, method: sanitizeHeader(r.Method), start: start,
+			decision: Decision{Rule: "audit", Reason: "the audit log could not be written"}})
+		if p.auditBroken.Load() {
+			fail(w, http.StatusServiceUnavailable, "the gateway cannot write its audit log, so no connection is made")
+			return
+		}
+	}
 	if r.Method == http.MethodConnect {
 		p.connect(w, r, start)
 		return
@@ -231,8 +245,11 @@ func (p *Proxy) audit(r *rec) {
 		return
 	}
 	if err := p.opts.Audit.Log(ar); err != nil {
-		p.log.Error("cannot write the audit record of an egress connection", "host", ar.Host, "port", ar.Port, "err", err)
+		p.auditBroken.Store(true)
+		p.log.Error("cannot write the audit record of an egress connection; refusing new ones until it can", "host", ar.Host, "port", ar.Port, "err", err)
+		return
 	}
+	p.auditBroken.Store(false)
 }
 
 // DeniedError is a connection the policy refused.

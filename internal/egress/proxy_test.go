@@ -507,3 +507,50 @@ func TestListenRefusesNonSocket(t *testing.T) {
 		t.Error("Listen in a world-writable folder")
 	}
 }
+
+type failingAudit struct {
+	mu   sync.Mutex
+	fail bool
+	n    int
+}
+
+func (f *failingAudit) Log(audit.Record) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n++
+	if f.fail {
+		return errors.New("disk full")
+	}
+	return nil
+}
+
+// TestAuditBroken: once a record cannot be written, new connections are
+// refused (503) until the audit log works again.
+func TestAuditBroken(t *testing.T) {
+	fa := &failingAudit{fail: true}
+	e := newEnv(t, nil, nil, func(o *Options) { o.Audit = fa })
+	if resp, _ := e.raw(t, "GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n"); resp.StatusCode != 200 {
+		t.Fatalf("first request: %d", resp.StatusCode) // its record is written after it ran, and fails
+	}
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		fa.mu.Lock()
+		n := fa.n
+		fa.mu.Unlock()
+		if n > 0 {
+			break
+		}
+	}
+	resp, body := e.raw(t, "GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+	if resp.StatusCode != 503 || !strings.Contains(body, "audit log") {
+		t.Errorf("with a broken audit log: %d %q", resp.StatusCode, body)
+	}
+	if n := len(e.net.dialed()); n != 1 {
+		t.Errorf("%d upstream dials, want only the first request's", n)
+	}
+	fa.mu.Lock()
+	fa.fail = false
+	fa.mu.Unlock()
+	if resp, _ := e.raw(t, "GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n"); resp.StatusCode != 200 {
+		t.Errorf("after the audit log recovered: %d", resp.StatusCode)
+	}
+}
