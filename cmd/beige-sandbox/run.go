@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/beige-dev/beige/internal/egress/forwarder"
 	"github.com/beige-dev/beige/internal/proto"
 	"github.com/beige-dev/beige/internal/sandbox/helper"
 	"github.com/beige-dev/beige/internal/toolclient"
@@ -34,6 +35,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "idle":
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+		defer forwarder.StartFromEnv(os.Getenv, stderr)() // the egress forwarder, in the "proxy" network mode
 		return idle(sig)
 	case "serve":
 		opts := helper.Options{Log: stderr}

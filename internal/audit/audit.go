@@ -30,6 +30,7 @@ const (
 	TypeCoreTool = "core_tool" // read, write, patch, exec
 	TypeTool     = "tool"      // a plugin tool called through a launcher
 	TypeLLM      = "llm"       // one attempt of a model call (Tool is "<provider>/<model>")
+	TypeNet      = "net"       // one connection (or forwarded HTTP request) through the egress proxy
 )
 
 // Values of Record.Decision.
@@ -76,6 +77,17 @@ type Record struct {
 	// attributed to a session (no valid call token): Session and Channel
 	// are then empty, whatever the sandbox claimed.
 	Unattributed bool `json:"unattributed,omitempty"`
+
+	// The destination of a TypeNet record: the host (name or address) and
+	// port the sandbox asked for, the method (CONNECT for a tunnel), the
+	// egress rule that decided, and the bytes relayed each way (up: from the
+	// sandbox). Tool is "egress".
+	Host      string `json:"host,omitempty"`
+	Port      int    `json:"port,omitempty"`
+	Method    string `json:"method,omitempty"`
+	Rule      string `json:"rule,omitempty"`
+	BytesUp   *int64 `json:"bytesUp,omitempty"`
+	BytesDown *int64 `json:"bytesDown,omitempty"`
 }
 
 // StringArgs returns args as a JSON array of strings, the Args of a plugin

@@ -402,3 +402,25 @@ func BenchmarkLog(b *testing.B) {
 		}
 	}
 }
+
+// TestNetRecord: an egress connection is one line with its destination,
+// decision and byte counts, and reads back the same.
+func TestNetRecord(t *testing.T) {
+	rec := Record{
+		Time: time.Date(2026, 3, 5, 0, 0, 0, 0, time.UTC), Agent: "a", Phase: PhaseFinished,
+		Type: TypeNet, Tool: "egress", Decision: DecisionAllowed, DurationMs: ptr(int64(12)),
+		Host: "example.com", Port: 443, Method: "CONNECT", Rule: "*", BytesUp: ptr(int64(517)), BytesDown: ptr(int64(0)),
+	}
+	got, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"ts":"2026-03-05T00:00:00.000Z","agent":"a","phase":"finished","type":"net","tool":"egress","decision":"allowed","durationMs":12,"host":"example.com","port":443,"method":"CONNECT","rule":"*","bytesUp":517,"bytesDown":0}`
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	var back Record
+	if err := json.Unmarshal(got, &back); err != nil || back.Host != rec.Host || back.Port != 443 || *back.BytesUp != 517 || *back.BytesDown != 0 || back.Method != "CONNECT" {
+		t.Errorf("read back %+v, %v", back, err)
+	}
+}

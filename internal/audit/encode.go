@@ -56,6 +56,21 @@ func (r Record) appendJSON(b []byte) ([]byte, error) {
 	if r.Unattributed {
 		b = append(b, `,"unattributed":true`...)
 	}
+	b = appendField(b, "host", r.Host, false)
+	if r.Port != 0 {
+		b = append(b, `,"port":`...)
+		b = strconv.AppendInt(b, int64(r.Port), 10)
+	}
+	b = appendField(b, "method", r.Method, false)
+	b = appendField(b, "rule", r.Rule, false)
+	if r.BytesUp != nil {
+		b = append(b, `,"bytesUp":`...)
+		b = strconv.AppendInt(b, *r.BytesUp, 10)
+	}
+	if r.BytesDown != nil {
+		b = append(b, `,"bytesDown":`...)
+		b = strconv.AppendInt(b, *r.BytesDown, 10)
+	}
 	return append(b, '}'), nil
 }
 

@@ -130,8 +130,21 @@ type Sandbox struct {
 	CPUs float64 `json:"cpus"`
 	// PidsLimit caps processes in the container (default 1024).
 	PidsLimit int64 `json:"pidsLimit"`
-	// Network is "bridge" (default), "none", or a network name.
+	// Network is how the sandbox reaches the network:
+	//   - "proxy" (default): no route out; the only peer is the gateway's
+	//     egress proxy, announced as HTTP_PROXY/HTTPS_PROXY (and lower-case)
+	//     in the sandbox and governed by Egress. Whatever ignores the proxy
+	//     cannot connect; other agents and the host's services are unreachable.
+	//   - "none": no network at all (loopback only).
+	//   - "open": Docker's default bridge: the internet, the other agents on
+	//     the bridge and the host's services on the bridge address are all
+	//     reachable, and nothing is audited (a warning at start).
+	// "bridge" is "open" (a note in the log). Any other name is a Docker
+	// network the sandbox joins, as open (a warning). "host" and
+	// "container:…" are refused.
 	Network string `json:"network"`
+	// Egress is the policy of the egress proxy in the "proxy" mode.
+	Egress Egress `json:"egress"`
 	// User is the numeric "uid:gid" agent code runs as (default: the
 	// gateway's own user when it is not root, else "1000:1000"). "root" or
 	// "0:0" runs agent code as host root (no user namespace): a warning.
@@ -150,6 +163,29 @@ type Sandbox struct {
 	// SecurityOpt replaces the default ["no-new-privileges:true"] when given.
 	SecurityOpt []string `json:"securityOpt"`
 }
+
+// Egress is an agent's egress policy (sandbox.egress). Each rule is "*",
+// a host name ("api.github.com"), a wildcard ("*.pypi.org", every name under
+// pypi.org), either with an optional ":port", or an address or CIDR
+// ("10.0.0.5", "10.0.0.0/8", "[::1]:8080"). Deny wins over allow. A name the
+// gateway resolves to a loopback, private, link-local or other special
+// address, or to the host's own, is refused unless an address rule in Allow
+// contains that address.
+type Egress struct {
+	// Allow lists what may be reached; absent means ["*"] (every public
+	// destination, each connection audited); [] means nothing.
+	Allow []string `json:"allow"`
+	// Deny lists what may not, by name or by (resolved) address.
+	Deny []string `json:"deny"`
+}
+
+// Values of Sandbox.Network.
+const (
+	NetworkProxy  = "proxy"
+	NetworkNone   = "none"
+	NetworkOpen   = "open"
+	NetworkBridge = "bridge" // the old name of "open"
+)
 
 // Gateway configures the gateway process.
 type Gateway struct {
@@ -176,7 +212,7 @@ const (
 	DefaultLogMaxFiles  = 5
 	DefaultMemoryLimit  = 3 << 30
 	DefaultCPUs         = 1.0
-	DefaultNetwork      = "bridge"
+	DefaultNetwork      = NetworkProxy
 	DefaultThinkingOff  = "off"
 	DefaultSandboxImage = "beige-sandbox:latest"
 )

@@ -136,7 +136,7 @@ func TestSpecExample(t *testing.T) {
 	if cfg.Gateway.Host != "127.0.0.1" || cfg.Gateway.Port != 7433 || cfg.Gateway.Log.MaxSizeBytes != 10<<20 || cfg.Gateway.Log.MaxFiles != 5 {
 		t.Errorf("gateway defaults = %+v", cfg.Gateway)
 	}
-	if a.Sandbox.MemoryLimit != 3<<30 || a.Sandbox.Network != "bridge" {
+	if a.Sandbox.MemoryLimit != 3<<30 || a.Sandbox.Network != "proxy" || a.Sandbox.Egress.Allow != nil {
 		t.Errorf("sandbox defaults = %+v", a.Sandbox)
 	}
 
@@ -263,6 +263,7 @@ func TestFields(t *testing.T) {
         extraMounts: ["./data:/data:ro", { source: "/srv/x", target: "/x" }],
         extraEnv: { TZ: "UTC", LANG: "C.UTF-8" },
         capAdd: ["NET_BIND_SERVICE"], capDrop: ["ALL"], securityOpt: [],
+        egress: { allow: ["*.pypi.org", "10.0.0.0/8"], deny: [] },
       }`, 1)
 		s := f.mustParse(src).Agents["a1"].Sandbox
 		if s.Image != "img" || s.MemoryLimit != 2<<30 || s.CPUs != 1.5 || s.PidsLimit != 256 || s.Network != "none" || s.Runtime != "runsc" {
@@ -271,6 +272,9 @@ func TestFields(t *testing.T) {
 		want := []Mount{{Source: filepath.Join(f.dir, "data"), Target: "/data", ReadOnly: true}, {Source: "/srv/x", Target: "/x"}}
 		if fmt.Sprint(s.ExtraMounts) != fmt.Sprint(want) {
 			t.Errorf("mounts = %+v, want %+v", s.ExtraMounts, want)
+		}
+		if fmt.Sprint(s.Egress.Allow) != "[*.pypi.org 10.0.0.0/8]" || s.Egress.Deny == nil || len(s.Egress.Deny) != 0 {
+			t.Errorf("egress = %#v", s.Egress)
 		}
 		if s.ExtraEnv["TZ"] != "UTC" || s.CapAdd[0] != "NET_BIND_SERVICE" || s.CapDrop[0] != "ALL" || s.SecurityOpt == nil || len(s.SecurityOpt) != 0 {
 			t.Errorf("%+v", s)
@@ -431,6 +435,16 @@ func TestErrors(t *testing.T) {
 			[]string{`agents.a1.sandbox.cpus: want a positive number of CPUs, or -1 for no limit`}},
 		{"extraEnv PATH", strings.Replace(minimal("", "", ""), `image: "img"`, `image: "img", extraEnv: { PATH: "/x" }`, 1),
 			[]string{`agents.a1.sandbox.extraEnv.PATH: PATH is set by beige`}},
+		{"host network", strings.Replace(minimal("", "", ""), `image: "img"`, `image: "img", network: "host"`, 1),
+			[]string{`agents.a1.sandbox.network: network "host" shares a network namespace with the host or another container`}},
+		{"container network", strings.Replace(minimal("", "", ""), `image: "img"`, `image: "img", network: "container:beige-b"`, 1),
+			[]string{`agents.a1.sandbox.network: network "container:beige-b" shares a network namespace`}},
+		{"bad network name", strings.Replace(minimal("", "", ""), `image: "img"`, `image: "img", network: "my net"`, 1),
+			[]string{`agents.a1.sandbox.network: want "proxy", "none", "open" or a Docker network name, got "my net"`}},
+		{"egress rules", strings.Replace(minimal("", "", ""), `image: "img"`, `image: "img", egress: { allow: ["ok.org", "x.org:99999"], deny: ["[::1"] }`, 1),
+			[]string{`agents.a1.sandbox.egress.allow[1]: rule "x.org:99999": invalid port "99999"`, `agents.a1.sandbox.egress.deny[0]: rule "[::1": missing ']'`}},
+		{"proxy env in proxy mode", strings.Replace(minimal("", "", ""), `image: "img"`, `image: "img", extraEnv: { https_proxy: "http://x" }`, 1),
+			[]string{`agents.a1.sandbox.extraEnv.https_proxy: https_proxy is set by beige in the "proxy" network mode`}},
 		{"log sizes", minimal("", "", `gateway: { log: { maxSizeBytes: 10, maxFiles: 0 } },`),
 			[]string{`gateway.log.maxSizeBytes: want at least 1024 bytes`}},
 		{"syntax error", "{\n  llm: {,\n}",

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/beige-dev/beige/internal/egress"
 )
 
 // APIs are the provider wire formats Beige knows.
@@ -47,6 +49,12 @@ var reservedTargets = []string{"/workspace", "/tools", "/beige", "/skills", "/pr
 var userRE = regexp.MustCompile(`^[0-9]{1,9}:[0-9]{1,9}$`)
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// networkRE is what Docker accepts as a network name.
+var networkRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
+
+// proxyEnv is set by beige in the "proxy" network mode.
+var proxyEnv = []string{"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"}
 
 type validator struct {
 	d            *decoder
@@ -363,6 +371,22 @@ func (v *validator) sandbox(path string, s *Sandbox) {
 			}
 		}
 	}
+	switch n := s.Network; {
+	case n == "host" || strings.HasPrefix(n, "container:"):
+		v.errorAt(path+".network", "network %q shares a network namespace with the host or another container; use \"proxy\", \"none\" or \"open\"", n)
+	case n != "" && !networkRE.MatchString(n):
+		v.errorAt(path+".network", "want \"proxy\", \"none\", \"open\" or a Docker network name, got %q", n)
+	}
+	for i, r := range s.Egress.Allow {
+		if _, err := egress.ParseRule(r); err != nil {
+			v.errorAt(fmt.Sprintf("%s.egress.allow[%d]", path, i), "%v", err)
+		}
+	}
+	for i, r := range s.Egress.Deny {
+		if _, err := egress.ParseRule(r); err != nil {
+			v.errorAt(fmt.Sprintf("%s.egress.deny[%d]", path, i), "%v", err)
+		}
+	}
 	for _, k := range sortedKeys(s.ExtraEnv) {
 		kp := joinPath(path+".extraEnv", k)
 		switch {
@@ -370,6 +394,8 @@ func (v *validator) sandbox(path string, s *Sandbox) {
 			v.errorAt(kp, "invalid environment variable name %q", k)
 		case k == "PATH" || strings.HasPrefix(k, "BEIGE_"):
 			v.errorAt(kp, "%s is set by beige and cannot be overridden", k)
+		case (s.Network == "" || s.Network == NetworkProxy) && slices.Contains(proxyEnv, k):
+			v.errorAt(kp, "%s is set by beige in the \"proxy\" network mode (the sandbox's egress proxy)", k)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/beige-dev/beige/internal/agent"
 	"github.com/beige-dev/beige/internal/config"
+	"github.com/beige-dev/beige/internal/egress"
 	"github.com/beige-dev/beige/internal/sandbox"
 	"github.com/beige-dev/beige/internal/toolbridge"
 )
@@ -20,6 +22,7 @@ type agentRuntime struct {
 	cfg  *config.Agent
 
 	bridge *toolbridge.Server // the agent's socket, mounted at /beige/gateway.sock
+	egress *egress.Proxy      // its egress proxy on /beige/egress.sock, in the "proxy" network mode
 	tools  agent.Tools        // the core tools, as the agent loop calls them
 
 	mu  sync.Mutex
@@ -74,14 +77,15 @@ func (a *agentRuntime) openToolBridge() error {
 	if err := toolbridge.LinkSocket(h.SocketLink(a.name), filepath.Join(a.name, "gateway.sock")); err != nil {
 		return fmt.Errorf("socket link of agent %q: %w", a.name, err)
 	}
-	return nil
+	return a.openEgress()
 }
 
 func (a *agentRuntime) closeToolBridge() error {
+	errE := a.closeEgress()
 	if a.bridge == nil {
-		return nil
+		return errE
 	}
-	return a.bridge.Close()
+	return errors.Join(a.bridge.Close(), errE)
 }
 
 // spec is the sandbox this agent needs.

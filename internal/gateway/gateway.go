@@ -25,6 +25,7 @@ import (
 	"github.com/beige-dev/beige/internal/agent"
 	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/config"
+	"github.com/beige-dev/beige/internal/egress"
 	"github.com/beige-dev/beige/internal/home"
 	"github.com/beige-dev/beige/internal/httpapi"
 	"github.com/beige-dev/beige/internal/llm"
@@ -56,6 +57,9 @@ type Options struct {
 	// Reload reads the config from disk again, for a restart; nil means a
 	// restart keeps the config it has.
 	Reload func() (*config.Config, error)
+	// Egress tunes the agents' egress proxies (tests: a resolver, a
+	// dialer); nil means the defaults. Audit and Logger are the gateway's.
+	Egress *egress.Options
 }
 
 // Gateway is a running gateway.

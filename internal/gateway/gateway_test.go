@@ -66,6 +66,8 @@ type gatewaySetup struct {
 	// rename replaces placeholders in the config by the agents' full
 	// names: {"AGENT": "tg"} puts tg's suffixed name where AGENT stands.
 	rename map[string]string
+
+	options func(*Options) // changes the gateway's options before it starts
 }
 
 func startGatewayWith(t testing.TB, s gatewaySetup) *testGateway {
@@ -115,6 +117,9 @@ func startGatewayWith(t testing.TB, s gatewaySetup) *testGateway {
 		HelperBinary: sandboxtest.HelperBinary(t),
 		Runtime:      sandboxtest.NewRuntime(t, sandbox.DockerOptions{Instance: instance}),
 		Addr:         "127.0.0.1:0",
+	}
+	if s.options != nil {
+		s.options(&opts)
 	}
 	g, err := Start(context.Background(), opts)
 	if err != nil {

@@ -64,7 +64,7 @@ const (
 	// bind ports below 1024 although NET_BIND_SERVICE is dropped.
 	unprivilegedPortSysctl = "net.ipv4.ip_unprivileged_port_start"
 	// DefaultNetwork is the network mode when Spec.Network is empty.
-	DefaultNetwork = "bridge"
+	DefaultNetwork = NetworkProxy
 )
 
 // Labels on every container the Docker runtime creates.
@@ -222,15 +222,19 @@ func MountsID(spec Spec) string {
 // prepareHost creates what must exist on the host first.
 func containerConfig(spec Spec, labels map[string]string) (*container.Config, *container.HostConfig) {
 	user := spec.user()
+	network, netEnv := networkOf(spec)
 	env := []string{"PATH=" + DefaultPATH}
 	if _, ok := spec.Env["HOME"]; !ok {
 		env = append(env, "HOME="+HomePath)
 	}
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
-		if k == "PATH" {
-			continue // PATH is always DefaultPATH
+		if _, ok := netEnv[k]; k == "PATH" || ok {
+			continue // PATH is always DefaultPATH; the network's variables win
 		}
 		env = append(env, k+"="+spec.Env[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(netEnv)) {
+		env = append(env, k+"="+netEnv[k])
 	}
 	cmd := []string{HelperPath, "idle"}
 	if spec.HelperBinary == "" {
@@ -275,10 +279,6 @@ func containerConfig(spec Spec, labels map[string]string) (*container.Config, *c
 	}
 	if secOpt == nil {
 		secOpt = DefaultSecurityOpt
-	}
-	network := spec.Network
-	if network == "" {
-		network = DefaultNetwork
 	}
 	var sysctls map[string]string
 	if nm := container.NetworkMode(network); !nm.IsHost() && !nm.IsContainer() {

@@ -159,7 +159,9 @@ func TestContainerConfig(t *testing.T) {
 	spec.ExtraMounts = []Mount{{Source: "/data", Target: "/data/", ReadOnly: true}}
 	cfg, host := containerConfig(spec, map[string]string{LabelAgent: "travel"})
 
-	wantEnv := []string{"PATH=" + DefaultPATH, "HOME=" + HomePath, "LANG=C.UTF-8", "TZ=UTC"}
+	wantEnv := []string{"PATH=" + DefaultPATH, "HOME=" + HomePath, "LANG=C.UTF-8", "TZ=UTC", // then the "proxy" mode's variables
+		"BEIGE_EGRESS_LISTEN=127.0.0.1:3128", "HTTPS_PROXY=http://127.0.0.1:3128", "HTTP_PROXY=http://127.0.0.1:3128", "NO_PROXY=localhost,127.0.0.1,::1",
+		"http_proxy=http://127.0.0.1:3128", "https_proxy=http://127.0.0.1:3128", "no_proxy=localhost,127.0.0.1,::1"}
 	if !slices.Equal(cfg.Env, wantEnv) {
 		t.Errorf("Env = %q, want %q", cfg.Env, wantEnv)
 	}
@@ -184,7 +186,7 @@ func TestContainerConfig(t *testing.T) {
 	if host.PidsLimit == nil || *host.PidsLimit != DefaultPidsLimit || host.Memory != 3<<30 || host.NanoCPUs != 1e9 {
 		t.Errorf("resources = %+v", host.Resources)
 	}
-	if host.NetworkMode != "bridge" {
+	if host.NetworkMode != "none" { // the default "proxy" mode: loopback only
 		t.Errorf("NetworkMode = %q", host.NetworkMode)
 	}
 

@@ -71,7 +71,7 @@ type Spec struct {
 	// ReadOnlyRootfs mounts the image's root filesystem read-only; /tmp,
 	// $HOME (HomePath) and the mounts stay writable.
 	ReadOnlyRootfs bool
-	Network        string // "bridge" (default) or "none" or a network name
+	Network        string // "proxy" (default), "none", "open" (or "bridge") or a Docker network name; see NetworkProxy
 	Runtime        string // OCI runtime, e.g. "runsc"; "" = engine default
 	// CapAdd nil means DefaultCapAdd (RootCapAdd when User is root).
 	CapAdd  []string

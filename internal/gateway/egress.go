@@ -1,0 +1,61 @@
+package gateway
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/beige-dev/beige/internal/config"
+	"github.com/beige-dev/beige/internal/egress"
+)
+
+// openEgress says what the agent's network mode gives up and, in the
+// "proxy" mode, serves its egress proxy on $BEIGE_HOME/sockets/<agent>/
+// egress.sock (mounted at /beige/egress.sock), before its sandbox starts.
+func (a *agentRuntime) openEgress() error {
+	s := a.cfg.Sandbox
+	log := a.g.log.With("agent", a.name)
+	switch s.Network {
+	case "", config.NetworkProxy:
+	case config.NetworkNone:
+		return nil
+	case config.NetworkBridge:
+		log.Info(`sandbox.network "bridge" is the old name of "open"`)
+		fallthrough
+	case config.NetworkOpen:
+		log.Warn(`sandbox.network "open": the sandbox reaches the internet, the other agents on Docker's bridge and the host's services on the bridge address, and its connections are not audited; the default "proxy" allows and audits each one`)
+		return nil
+	default:
+		log.Warn("sandbox.network is a Docker network: the sandbox reaches whatever that network reaches, unaudited, like \"open\"", "network", s.Network)
+		return nil
+	}
+	pol, err := egress.NewPolicy(s.Egress.Allow, s.Egress.Deny)
+	if err != nil {
+		return fmt.Errorf("sandbox.egress of agent %q: %w", a.name, err)
+	}
+	ln, err := egress.Listen(filepath.Join(a.g.home.SocketDir(a.name), egress.SocketName))
+	if err != nil {
+		return fmt.Errorf("egress socket of agent %q: %w", a.name, err)
+	}
+	opts := egress.Options{Audit: a.g.audit, Logger: a.g.log.With("component", "egress")}
+	if a.g.opts.Egress != nil {
+		opts = *a.g.opts.Egress
+		opts.Audit, opts.Logger = a.g.audit, a.g.log.With("component", "egress")
+	}
+	a.egress = egress.New(a.name, pol, &opts)
+	go func() {
+		if err := a.egress.Serve(ln); err != nil {
+			log.Error("egress proxy stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+func (a *agentRuntime) closeEgress() error {
+	if a.egress == nil {
+		return nil
+	}
+	if err := a.egress.Close(); err != nil {
+		return fmt.Errorf("egress proxy of agent %q: %w", a.name, err)
+	}
+	return nil
+}

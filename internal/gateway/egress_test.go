@@ -1,0 +1,112 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/beige-dev/beige/internal/audit"
+	"github.com/beige-dev/beige/internal/egress"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type testResolver map[string][]netip.Addr
+
+func (r testResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if a, ok := r[host]; ok {
+		return a, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+// TestEgressThroughGateway: an agent in the default "proxy" mode reaches an
+// allowed host through its egress socket and gets the 403 for another, each
+// attempt in audit.jsonl; "bridge" and "open" start with their warning.
+func TestEgressThroughGateway(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hello from the host") }))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	var logs syncBuffer
+	g := startGatewayWith(t, gatewaySetup{
+		names: []string{"px", "br", "op"},
+		sandbox: map[string]string{
+			"px": `egress: { allow: ["svc.test", "127.0.0.1"] }`,
+			"br": `network: "bridge"`,
+			"op": `network: "open"`,
+		},
+		options: func(o *Options) {
+			o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			o.Egress = &egress.Options{Resolver: testResolver{
+				"svc.test":   {netip.MustParseAddr("127.0.0.1")},
+				"other.test": {netip.MustParseAddr("127.0.0.1")},
+			}}
+		},
+	})
+	px, br, op := g.agents[0], g.agents[1], g.agents[2]
+
+	text, isErr := g.tool(t, px, "exec", map[string]any{"command": "wget -qO- http://svc.test:" + port + "/"})
+	if isErr || !strings.Contains(text, "hello from the host") {
+		t.Errorf("allowed host: %q", text)
+	}
+	text, isErr = g.tool(t, px, "exec", map[string]any{"command": "wget -qO- http://other.test:" + port + "/"})
+	if !isErr || !strings.Contains(text, "403") {
+		t.Errorf("host not allowed: %q", text)
+	}
+	text, _ = g.tool(t, px, "exec", map[string]any{"command": "wget -qO- -T 3 http://" + srv.Listener.Addr().String() + "/ 2>&1; ls /sys/class/net"})
+	if strings.Contains(text, "hello from the host") || strings.Contains(text, "eth0") {
+		t.Errorf("proxy mode reached the host directly or has a network: %q", text)
+	}
+
+	recs, err := audit.ReadFile(g.home.AuditLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nets []audit.Record
+	for _, r := range recs {
+		if r.Type == audit.TypeNet {
+			nets = append(nets, r)
+		}
+	}
+	if len(nets) < 2 || nets[0].Agent != px || nets[0].Host != "svc.test" || nets[0].Decision != audit.DecisionAllowed || nets[0].Rule != "127.0.0.1" || *nets[0].BytesDown == 0 ||
+		nets[1].Host != "other.test" || nets[1].Decision != audit.DecisionDenied {
+		t.Errorf("net records = %+v", nets)
+	}
+
+	l := logs.String()
+	if !strings.Contains(l, `"bridge\" is the old name of \"open\""`) && !strings.Contains(l, `old name of`) {
+		t.Errorf("no note for bridge in the log:\n%s", l)
+	}
+	for _, a := range []string{br, op} {
+		if !strings.Contains(l, "agent="+a) || strings.Count(l, `reaches the internet, the other agents`) < 2 {
+			t.Errorf("no warning for %s in the log:\n%s", a, l)
+		}
+		text, _ := g.tool(t, a, "exec", map[string]any{"command": "ls /sys/class/net; echo \"[$HTTP_PROXY]\""})
+		if !strings.Contains(text, "eth0") || !strings.Contains(text, "[]") {
+			t.Errorf("%s in open mode: %q", a, text)
+		}
+	}
+}
