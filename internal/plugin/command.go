@@ -33,17 +33,17 @@ const waitDelay = 2 * time.Second
 
 // Command is a program run on the host for a tool call.
 type Command struct {
-	Tool  string   // the tool's name, for messages
-	Path  string   // the program; an absolute path
-	Args  []string // its arguments (not including the program's name)
-	Dir   string   // working folder
+	Tool string   // the tool's name, for messages
+	Path string   // the program; an absolute path
+	Args []string // its arguments (not including the program's name)
+	Dir  string   // working folder
 	// DirFile, when set, is the working folder itself (from OpenDir): the
 	// program starts in that very folder, even if Dir's path has been
 	// changed to lead elsewhere since it was opened. Dir is then only used
 	// in messages.
 	DirFile *os.File
-	Env   []string // the whole environment, "KEY=value"
-	Stdin []byte   // nil means empty
+	Env     []string // the whole environment, "KEY=value"
+	Stdin   []byte   // nil means empty
 	// Timeout kills the program's whole process group; 0 means no limit.
 	Timeout time.Duration
 	// OutputLimit is how many bytes of stdout, and of stderr, are kept
