@@ -487,6 +487,9 @@ func refusedLong(sub string, sp spec, name string) string {
 			return why
 		}
 	}
+	if strings.HasPrefix(name, "recurse-submodules") { // -default, =...
+		return commonRefused["recurse-submodules"]
+	}
 	for _, m := range []map[string]string{sp.refuse, commonRefused} {
 		for n, why := range m {
 			if strings.HasPrefix(n, name) {

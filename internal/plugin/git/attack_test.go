@@ -318,3 +318,32 @@ func TestGitSwapRace(t *testing.T) {
 	}
 	t.Logf("%d calls ran", ran)
 }
+
+// TestGitSubmoduleConfig: git status in a repository runs git in each
+// populated submodule with that submodule's own config, which the checks
+// of the main repository did not look at: a clean filter there runs on the
+// host.
+func TestGitSubmoduleConfig(t *testing.T) {
+	e := newEnv(t)
+	e.repoWithCommit("repo")
+	e.ok("repo", "init", "-q", "sub")
+	e.write("repo/sub/f", "x\n")
+	e.ok("repo/sub", "add", "f")
+	e.ok("repo/sub", "commit", "-q", "-m", "sub")
+	e.ok("repo", "add", "sub") // a gitlink
+	e.ok("repo", "commit", "-q", "-m", "with sub")
+	e.ok("repo", "status")
+
+	f, _ := os.OpenFile(filepath.Join(e.ws, "repo", "sub", ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("[filter \"x\"]\n\tclean = \"touch " + e.marker + "; cat\"\n")
+	f.Close()
+	e.write("repo/sub/.git/info/attributes", "* filter=x\n")
+	e.write("repo/sub/f", "z\n") // same size: git must hash it, through the filter
+	for _, cmd := range [][]string{{"status"}, {"diff"}, {"commit", "-q", "-a", "-m", "x"}, {"describe", "--dirty", "--always"}} {
+		e.refused("repo", "sets 'filter.x.clean'", cmd...)
+		e.noMarker()
+	}
+	// The hidden option behind pull's --recurse-submodules.
+	e.refused("repo", "--recurse-submodules", "fetch", "--recurse-submodules-default=yes", "origin")
+	e.noMarker()
+}

@@ -165,6 +165,8 @@ var safetyConfig = []string{
 	"core.pager=cat",
 	"safe.bareRepository=explicit",
 	"submodule.recurse=false",
+	"fetch.recurseSubmodules=false",
+	"push.recurseSubmodules=no",
 	"protocol.ext.allow=never",
 	"protocol.fd.allow=never",
 }
@@ -306,6 +308,13 @@ func (p *Plugin) check(ctx context.Context, chk *checker, inv *invocation) error
 		}
 		if i > 0 {
 			continue
+		}
+		if r.workTree != "" {
+			// git status, diff, commit ... run git in every populated
+			// submodule, with that repository's own config.
+			if err := chk.checkSubmodules(ctx, r, 0); err != nil {
+				return err
+			}
 		}
 		workTree = r.workTree
 		for _, e := range entries {

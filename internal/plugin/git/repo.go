@@ -330,6 +330,96 @@ func (c *checker) checkTodo(p string) error {
 	return nil
 }
 
+// Limits of the submodule checks.
+const (
+	maxSubmoduleDepth = 4
+	maxSubmodules     = 256
+)
+
+// checkSubmodules checks every populated submodule of r (a gitlink in its
+// index whose folder has a .git), and theirs: git status, diff, commit,
+// checkout ... run git in each of them, with that repository's own config
+// (a filter.<x>.clean named by its attributes, say) and only the -c
+// settings of the command line. Each is checked like the main repository,
+// after its folder is resolved inside the workspace.
+func (c *checker) checkSubmodules(ctx context.Context, r *repo, depth int) error {
+	paths, err := c.gitlinks(ctx, r)
+	if err != nil {
+		return err
+	}
+	if len(paths) == 0 {
+		return nil
+	}
+	if depth >= maxSubmoduleDepth {
+		return refuse("submodules nested deeper than %d are not supported (in %s)", maxSubmoduleDepth, c.rel(r.workTree))
+	}
+	if len(paths) > maxSubmodules {
+		return refuse("more than %d submodules in %s are not supported", maxSubmodules, c.rel(r.workTree))
+	}
+	for _, p := range paths {
+		wt, err := c.inside(filepath.Join(r.workTree, filepath.FromSlash(p)))
+		if err != nil {
+			return err
+		}
+		fi, err := os.Stat(wt)
+		if err != nil || !fi.IsDir() {
+			continue // not populated
+		}
+		sub, err := c.dotGit(wt)
+		if err != nil || sub == nil {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if err := c.resolveCommon(sub); err != nil {
+			return err
+		}
+		if _, err := c.checkRepo(ctx, sub); err != nil {
+			return err
+		}
+		if err := c.checkSubmodules(ctx, sub, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gitlinks lists the gitlink (submodule) entries of the index of the
+// repository r, whose config has been checked: git ls-files
+// with the gateway's settings and no local transport.
+func (c *checker) gitlinks(ctx context.Context, r *repo) ([]string, error) {
+	workTree := r.workTree
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	args := make([]string, 0, 2*len(safetyConfig)+6)
+	for _, s := range safetyConfig {
+		args = append(args, "-c", s)
+	}
+	args = append(args, "-c", noLocalTransport, "ls-files", "--stage", "-z")
+	cmd := exec.CommandContext(ctx, c.git, args...)
+	cmd.Dir = workTree
+	cmd.Env = append(gitEnv(c.root, false), "GIT_DIR="+r.gitDir, "GIT_WORK_TREE="+workTree)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return nil, refuse("cannot list the submodules of %s: %s", c.rel(workTree), clip(msg, 300))
+	}
+	var paths []string
+	for _, item := range bytes.Split(stdout.Bytes(), []byte{0}) {
+		// "160000 <oid> <stage>\t<path>"
+		meta, path, ok := bytes.Cut(item, []byte{'\t'})
+		if ok && bytes.HasPrefix(meta, []byte("160000 ")) && !slices.Contains(paths, string(path)) {
+			paths = append(paths, string(path))
+		}
+	}
+	return paths, nil
+}
+
 // checkOutsideRefs refuses files of a .git folder that make git read
 // outside the repository or contact a location no check saw: alternates
 // (objects of other repositories, which may be the host's: git would read
