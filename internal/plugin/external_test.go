@@ -272,3 +272,20 @@ func TestExternalSwapRace(t *testing.T) {
 	}
 	t.Logf("%d of the calls ran, the others were refused", ran)
 }
+
+// BenchmarkExternalTrue is the per-call cost of an external tool running
+// /bin/true (compare with the benchmark's "external plugin tool" figure).
+func BenchmarkExternalTrue(b *testing.B) {
+	ws, _ := filepath.EvalSymlinks(b.TempDir())
+	os.MkdirAll(filepath.Join(ws, "a", "b"), 0o755)
+	e, err := newExternal("t", b.TempDir(), &config.Manifest{Name: "t", Run: &config.RunSpec{Command: []string{"/bin/true"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	call := &Call{Agent: "a", Tool: "t", Workspace: ws, Dir: filepath.Join(ws, "a", "b"), Config: map[string]any{}}
+	for b.Loop() {
+		if res, err := e.handle(context.Background(), call); err != nil || res.ExitCode != 0 {
+			b.Fatal(res, err)
+		}
+	}
+}
