@@ -118,6 +118,7 @@ var commonRefused = map[string]string{
 	"output":              "--output is not allowed: it writes a file on the gateway host; redirect the output in the sandbox instead",
 	"pathspec-from-file":  "--pathspec-from-file is not allowed: " + whyHostFile + "; pass the paths as arguments",
 	"recurse-submodules":  "--recurse-submodules is not allowed: " + whySubmodules,
+	"submodule":           "--submodule is not allowed: " + whySubmodules,
 	"upload-pack":         "--upload-pack is not allowed: " + whyRunsHost,
 	"receive-pack":        "--receive-pack is not allowed: " + whyRunsHost,
 	"exec":                "--exec is not allowed: " + whyRunsHost,

@@ -174,16 +174,24 @@ func TestGitRefusesHostileRepository(t *testing.T) {
 	cfgPath := filepath.Join(e.ws, "repo", ".git", "config")
 	clean, _ := os.ReadFile(cfgPath)
 	hostile := map[string]string{
-		"core.fsmonitor":    "[core]\n\tfsmonitor = \"" + touch + "\"\n",
-		"core.hooksPath":    "[core]\n\thooksPath = ../hooks\n",
-		"core.pager":        "[core]\n\tpager = " + touch + "\n",
-		"core.sshCommand":   "[core]\n\tsshCommand = " + touch + "\n",
-		"alias.st":          "[alias]\n\tst = !" + touch + "\n",
-		"filter.x.clean":    "[filter \"x\"]\n\tclean = " + touch + "\n",
-		"include.path":      "[include]\n\tpath = " + filepath.Join(e.home, ".gitconfig") + "\n",
-		"credential.helper": "[credential]\n\thelper = !" + touch + "\n",
-		"diff.external":     "[diff]\n\texternal = " + touch + "\n",
-		"core.worktree":     "[core]\n\tworktree = /\n",
+		"core.fsmonitor":               "[core]\n\tfsmonitor = \"" + touch + "\"\n",
+		"core.hooksPath":               "[core]\n\thooksPath = ../hooks\n",
+		"core.pager":                   "[core]\n\tpager = " + touch + "\n",
+		"core.sshCommand":              "[core]\n\tsshCommand = " + touch + "\n",
+		"alias.st":                     "[alias]\n\tst = !" + touch + "\n",
+		"filter.x.clean":               "[filter \"x\"]\n\tclean = " + touch + "\n",
+		"include.path":                 "[include]\n\tpath = " + filepath.Join(e.home, ".gitconfig") + "\n",
+		"credential.helper":            "[credential]\n\thelper = !" + touch + "\n",
+		"diff.external":                "[diff]\n\texternal = " + touch + "\n",
+		"core.worktree":                "[core]\n\tworktree = /\n",
+		"url.ext::sh.insteadof":        "[url \"ext::sh\"]\n\tinsteadOf = https://example.com/\n",
+		"core.gitproxy":                "[core]\n\tgitProxy = " + touch + "\n",
+		"core.alternaterefscommand":    "[core]\n\talternateRefsCommand = " + touch + "\n",
+		"uploadpack.packobjectshook":   "[uploadpack]\n\tpackObjectsHook = " + touch + "\n",
+		"remote.origin.receivepack":    "[remote \"origin\"]\n\turl = https://example.com/x\n\treceivepack = " + touch + "\n",
+		"gpg.program":                  "[gpg]\n\tprogram = " + touch + "\n",
+		"sequence.editor":              "[sequence]\n\teditor = " + touch + "\n",
+		"includeif.onbranch:main.path": "[includeIf \"onbranch:main\"]\n\tpath = " + filepath.Join(e.home, ".gitconfig") + "\n",
 	}
 	for key, extra := range hostile {
 		os.WriteFile(cfgPath, append(append([]byte{}, clean...), extra...), 0o644)
