@@ -193,8 +193,10 @@ var specs = map[string]spec{
 			"recursive":         "git clone --recursive is not allowed: " + whySubmodules,
 			"bundle-uri":        "git clone --bundle-uri is not allowed",
 			"mirror":            "git clone --mirror is not allowed; use a normal clone",
+			"shared":            "git clone --shared is not allowed: the clone would read the objects of a repository of the gateway host (alternates)",
 		},
 		refuseShort: map[byte]string{
+			's': "git clone -s (--shared) is not allowed: the clone would read the objects of a repository of the gateway host (alternates)",
 			'c': "git clone -c is not allowed: per-repository configuration could run programs on the gateway host",
 			'u': "git clone -u (--upload-pack) is not allowed: " + whyRunsHost,
 		}},
