@@ -429,6 +429,9 @@ func TestGitFreezesTheSandbox(t *testing.T) {
 	}
 	e.freeze = func(ctx context.Context) (func(), error) { return nil, os.ErrPermission }
 	e.refused("r", "cannot pause the sandbox", "status")
+	// Without a freeze the checks would be advice: git does not run.
+	e.freeze = nil
+	e.refused("r", "the gateway cannot pause this agent's sandbox", "status")
 }
 
 func TestGitMissing(t *testing.T) {
