@@ -92,13 +92,16 @@ func TestGitThroughLaunchers(t *testing.T) {
 
 func TestGitHostileRepository(t *testing.T) {
 	requireGit(t)
-	g := startGatewayWith(t, gatewaySetup{names: []string{"hostile"}, plugins: "git: {}", extra: map[string]string{"hostile": `tools: ["git"]`}})
-	a := g.agents[0]
 	marker := filepath.Join(t.TempDir(), "pwned")
 	bare := filepath.Join(t.TempDir(), "remote.git")
 	if out, err := exec.Command("git", "init", "-q", "--bare", bare).CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
+	// The operator lists the host repository agents may push to: the only
+	// way a local path is a remote.
+	g := startGatewayWith(t, gatewaySetup{names: []string{"hostile"}, plugins: fmt.Sprintf("git: { config: { localRemotes: [%q] } }", bare),
+		extra: map[string]string{"hostile": `tools: ["git"]`}})
+	a := g.agents[0]
 	sh := func(cmd string) (string, bool) {
 		return g.tool(t, a, "exec", map[string]any{"command": cmd})
 	}
@@ -127,6 +130,32 @@ func TestGitHostileRepository(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the repository ran code on the host")
+	}
+
+	// Issue #10: a server-side hook planted in the workspace repository,
+	// reached through a local path the gateway's process resolves
+	// elsewhere. The hook would touch the marker and copy the gateway's
+	// environment into the workspace.
+	hook := fmt.Sprintf("#!/bin/sh\ntouch %s\nenv > envdump\n", marker)
+	for _, h := range []string{"pre-receive", "update", "post-receive", "reference-transaction"} {
+		sh(fmt.Sprintf("printf '%s' > .git/hooks/%s && chmod +x .git/hooks/%s", hook, h, h))
+	}
+	for _, cmd := range []string{
+		"git push /proc/self/cwd HEAD:refs/heads/x",
+		"git push file:///proc/self/cwd HEAD:refs/heads/x",
+		"git remote add evil /proc/self/cwd",
+		"git config remote.evil.url /proc/self/cwd; git push evil HEAD:refs/heads/x",
+	} {
+		if text, isErr := sh(cmd); !isErr {
+			t.Errorf("%s: succeeded: %q", cmd, text)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a hook of the workspace repository ran on the host")
+	}
+	if text, _ := sh("cat envdump .git/envdump 2>/dev/null; true"); strings.Contains(text, "=") {
+		t.Fatalf("the gateway's environment reached the workspace: %q", text)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,12 +33,17 @@ const waitDelay = 2 * time.Second
 
 // Command is a program run on the host for a tool call.
 type Command struct {
-	Tool  string   // the tool's name, for messages
-	Path  string   // the program; an absolute path
-	Args  []string // its arguments (not including the program's name)
-	Dir   string   // working folder
-	Env   []string // the whole environment, "KEY=value"
-	Stdin []byte   // nil means empty
+	Tool string   // the tool's name, for messages
+	Path string   // the program; an absolute path
+	Args []string // its arguments (not including the program's name)
+	Dir  string   // working folder
+	// DirFile, when set, is the working folder itself (from OpenDir): the
+	// program starts in that very folder, even if Dir's path has been
+	// changed to lead elsewhere since it was opened. Dir is then only used
+	// in messages.
+	DirFile *os.File
+	Env     []string // the whole environment, "KEY=value"
+	Stdin   []byte   // nil means empty
 	// Timeout kills the program's whole process group; 0 means no limit.
 	Timeout time.Duration
 	// OutputLimit is how many bytes of stdout, and of stderr, are kept
@@ -64,6 +70,9 @@ func RunCommand(ctx context.Context, c Command) (Result, error) {
 
 	cmd := exec.CommandContext(runCtx, c.Path, c.Args...)
 	cmd.Dir = c.Dir
+	if c.DirFile != nil {
+		cmd.Dir = dirOf(c.DirFile)
+	}
 	cmd.Env = c.Env
 	if cmd.Env == nil {
 		cmd.Env = []string{} // never the gateway's own environment
@@ -78,6 +87,7 @@ func RunCommand(ctx context.Context, c Command) (Result, error) {
 	cmd.WaitDelay = waitDelay
 
 	err := cmd.Start()
+	runtime.KeepAlive(c.DirFile) // open until the child changed into it
 	if err != nil {
 		code := ExitCannotRun
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {

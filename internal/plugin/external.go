@@ -128,9 +128,19 @@ func (e *external) handle(ctx context.Context, call *Call) (Result, error) {
 	if call.Session.ThreadID != "" {
 		env = append(env, "BEIGE_THREAD_ID="+call.Session.ThreadID)
 	}
+	// The folder is opened beneath the workspace without following links
+	// and the command started in that open folder: the agent may have
+	// swapped a folder of the path for a link since the call's folder was
+	// resolved, and that must not move a host program out of the
+	// workspace. (The sandbox is not paused for external tools.)
+	dir, err := OpenDir(call.Workspace, call.Dir)
+	if err != nil {
+		return Result{ExitCode: 1}, fmt.Errorf("tool '%s': the working folder: %w", call.Tool, err)
+	}
+	defer dir.Close()
 	args := append(append([]string(nil), e.args...), call.Args...)
 	res, err := RunCommand(ctx, Command{
-		Tool: call.Tool, Path: e.program, Args: args, Dir: call.Dir,
+		Tool: call.Tool, Path: e.program, Args: args, Dir: call.Dir, DirFile: dir,
 		Env: env, Stdin: stdin, Timeout: e.timeout,
 	})
 	if err != nil && errors.Is(err, exec.ErrNotFound) {

@@ -3,10 +3,12 @@ package plugin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/config"
@@ -119,6 +121,171 @@ func TestExternalCommandResolution(t *testing.T) {
 			t.Errorf("%v: %v", tt.cmd, err)
 		case tt.want != "" && !strings.HasPrefix(e.program, tt.want):
 			t.Errorf("%v: program %s, want %s", tt.cmd, e.program, tt.want)
+		}
+	}
+}
+
+// newPwdPlugin is an external plugin whose command prints the folder it
+// runs in, and marks that folder with a file (what a real tool that writes
+// output files would do).
+func newPwdPlugin(t *testing.T) *external {
+	t.Helper()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "run"), []byte("#!/bin/sh\ntouch ./ran-here 2>/dev/null\npwd -P\n"), 0o755)
+	e, err := newExternal("pwd", dir, &config.Manifest{Name: "pwd", Run: &config.RunSpec{Command: []string{"run"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// swapFixture is a workspace with a folder sub that the agent can swap for
+// a link to a host folder outside the workspace.
+func swapFixture(t *testing.T) (ws, sub, outside string) {
+	t.Helper()
+	base, _ := filepath.EvalSymlinks(t.TempDir())
+	ws, outside = filepath.Join(base, "ws"), filepath.Join(base, "outside")
+	sub = filepath.Join(ws, "sub")
+	for _, d := range []string{sub, outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ws, sub, outside
+}
+
+// swap replaces the folder sub by a link to outside (moving the folder to
+// sub.real), or back.
+func swap(sub, outside string, toLink bool) {
+	if toLink {
+		os.Rename(sub, sub+".real")
+		os.Symlink(outside, sub)
+	} else {
+		os.Remove(sub)
+		os.Rename(sub+".real", sub)
+	}
+}
+
+// TestExternalFolderSwappedForLink: the call's folder was resolved while it
+// was a folder; before the command starts the agent replaces it with a link
+// to a host folder. The command must not run there.
+func TestExternalFolderSwappedForLink(t *testing.T) {
+	ws, sub, outside := swapFixture(t)
+	e := newPwdPlugin(t)
+	dir, root, err := ResolveDir(ws, "sub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	swap(sub, outside, true) // the agent wins the race
+	res, err := e.handle(context.Background(), &Call{Agent: "a", Tool: "pwd", Workspace: root, Dir: dir})
+	if _, serr := os.Stat(filepath.Join(outside, "ran-here")); serr == nil {
+		t.Fatalf("the plugin ran in the host folder %s (output %q)", outside, res.Output)
+	}
+	if err == nil || !errors.Is(err, ErrOutsideWorkspace) || res.ExitCode == 0 {
+		t.Errorf("got %+v, %v; want a refusal: the folder is now a link", res, err)
+	}
+
+	// A folder that is what it was runs normally, in that folder.
+	swap(sub, outside, false)
+	res, err = e.handle(context.Background(), &Call{Agent: "a", Tool: "pwd", Workspace: root, Dir: dir})
+	if err != nil || res.ExitCode != 0 || res.Output != dir+"\n" {
+		t.Errorf("unswapped: %+v, %v; want pwd %s", res, err, dir)
+	}
+}
+
+// TestExternalFolderMovedAfterOpen: once opened, the folder the command
+// starts in is the one that was checked, even if its path changes before
+// the program starts.
+func TestExternalFolderMovedAfterOpen(t *testing.T) {
+	ws, sub, outside := swapFixture(t)
+	f, err := OpenDir(ws, sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	swap(sub, outside, true)
+	res, err := RunCommand(context.Background(), Command{Tool: "pwd", Path: "/bin/sh", Args: []string{"-c", "pwd -P"}, Dir: sub, DirFile: f})
+	if err != nil || res.Output != sub+".real\n" {
+		t.Errorf("got %+v, %v; want it to run in the opened folder (now %s.real)", res, err, sub)
+	}
+}
+
+// TestExternalSwapRace races the swap against real calls through the Host,
+// as an agent looping in its sandbox would: no call may run outside the
+// workspace. Bounded in count and time.
+func TestExternalSwapRace(t *testing.T) {
+	ws, sub, outside := swapFixture(t)
+	pdir := t.TempDir()
+	os.WriteFile(filepath.Join(pdir, "run"), []byte("#!/bin/sh\ntouch ./ran-here 2>/dev/null\npwd -P\n"), 0o755)
+	os.WriteFile(filepath.Join(pdir, "plugin.json"), []byte(`{"name":"pwd","description":"pwd","run":{"command":["run"]}}`), 0o644)
+	m, err := config.ReadManifest(pdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &config.Config{
+		Plugins: map[string]*config.Plugin{"pwd": {Path: pdir, Manifest: m}},
+		Agents:  map[string]*config.Agent{"travel": {Tools: []string{"pwd"}, WorkspaceDir: ws}},
+	}
+	lg, _ := audit.Open(filepath.Join(t.TempDir(), "audit.jsonl"), nil)
+	defer lg.Close()
+	h, err := NewHost(cfg, &Options{Audit: lg, Builtins: map[string]Builtin{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 100_000; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// Mostly a folder (so that the call's folder resolves), now
+			// and then a link for a moment.
+			time.Sleep(time.Duration(i%7) * 50 * time.Microsecond)
+			swap(sub, outside, true)
+			time.Sleep(time.Duration(i%3) * 100 * time.Microsecond)
+			swap(sub, outside, false)
+		}
+	}()
+	deadline := time.Now().Add(3 * time.Second)
+	ran := 0
+	for i := 0; i < 40 && time.Now().Before(deadline); i++ {
+		r := req("pwd")
+		r.Cwd = "sub"
+		resp := h.Handle(context.Background(), "travel", r)
+		if resp.Success {
+			ran++
+			if !strings.HasPrefix(resp.Output, ws+"/") {
+				t.Errorf("call %d ran outside the workspace: %q", i, resp.Output)
+			}
+		}
+	}
+	close(stop)
+	<-done
+	if _, err := os.Stat(filepath.Join(outside, "ran-here")); err == nil {
+		t.Error("a call ran in the host folder")
+	}
+	t.Logf("%d of the calls ran, the others were refused", ran)
+}
+
+// BenchmarkExternalTrue is the per-call cost of an external tool running
+// /bin/true (compare with the benchmark's "external plugin tool" figure).
+func BenchmarkExternalTrue(b *testing.B) {
+	ws, _ := filepath.EvalSymlinks(b.TempDir())
+	os.MkdirAll(filepath.Join(ws, "a", "b"), 0o755)
+	e, err := newExternal("t", b.TempDir(), &config.Manifest{Name: "t", Run: &config.RunSpec{Command: []string{"/bin/true"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	call := &Call{Agent: "a", Tool: "t", Workspace: ws, Dir: filepath.Join(ws, "a", "b"), Config: map[string]any{}}
+	for b.Loop() {
+		if res, err := e.handle(context.Background(), call); err != nil || res.ExitCode != 0 {
+			b.Fatal(res, err)
 		}
 	}
 }

@@ -118,6 +118,7 @@ var commonRefused = map[string]string{
 	"output":              "--output is not allowed: it writes a file on the gateway host; redirect the output in the sandbox instead",
 	"pathspec-from-file":  "--pathspec-from-file is not allowed: " + whyHostFile + "; pass the paths as arguments",
 	"recurse-submodules":  "--recurse-submodules is not allowed: " + whySubmodules,
+	"submodule":           "--submodule is not allowed: " + whySubmodules,
 	"upload-pack":         "--upload-pack is not allowed: " + whyRunsHost,
 	"receive-pack":        "--receive-pack is not allowed: " + whyRunsHost,
 	"exec":                "--exec is not allowed: " + whyRunsHost,
@@ -192,8 +193,10 @@ var specs = map[string]spec{
 			"recursive":         "git clone --recursive is not allowed: " + whySubmodules,
 			"bundle-uri":        "git clone --bundle-uri is not allowed",
 			"mirror":            "git clone --mirror is not allowed; use a normal clone",
+			"shared":            "git clone --shared is not allowed: the clone would read the objects of a repository of the gateway host (alternates)",
 		},
 		refuseShort: map[byte]string{
+			's': "git clone -s (--shared) is not allowed: the clone would read the objects of a repository of the gateway host (alternates)",
 			'c': "git clone -c is not allowed: per-repository configuration could run programs on the gateway host",
 			'u': "git clone -u (--upload-pack) is not allowed: " + whyRunsHost,
 		}},
@@ -486,6 +489,9 @@ func refusedLong(sub string, sp spec, name string) string {
 		if why, ok := m[name]; ok {
 			return why
 		}
+	}
+	if strings.HasPrefix(name, "recurse-submodules") { // -default, =...
+		return commonRefused["recurse-submodules"]
 	}
 	for _, m := range []map[string]string{sp.refuse, commonRefused} {
 		for n, why := range m {

@@ -104,6 +104,11 @@ func TestParseArgsRefused(t *testing.T) {
 		want string
 	}{
 		{".", nil, "no subcommand"},
+		{".", []string{"clone", "--shared", "/srv/git/a.git", "x"}, "--shared is not allowed"},
+		{".", []string{"clone", "-qs", "/srv/git/a.git", "x"}, "-s (--shared) is not allowed"},
+		{".", []string{"fetch", "--recurse-submodules-default=yes", "origin"}, "--recurse-submodules is not allowed"},
+		{".", []string{"log", "-p", "--submodule=diff"}, "--submodule is not allowed"},
+		{".", []string{"diff", "--submodule"}, "--submodule is not allowed"},
 		{".", []string{"-C", "/", "status"}, "git -C is not allowed: run git from the folder instead"},
 		{".", []string{"-C/", "status"}, "git -C is not allowed"},
 		{".", []string{"-c", "core.sshCommand=touch /tmp/pwned", "fetch"}, "git -c is not allowed"},

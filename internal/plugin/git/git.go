@@ -81,6 +81,7 @@ func (p *Plugin) git() (string, error) {
 // settings are the plugin's config options.
 type settings struct {
 	allowForcePush []string
+	localRemotes   []string
 	timeout        time.Duration
 }
 
@@ -88,25 +89,31 @@ type settings struct {
 //
 //	allowForcePush: ["del", "wip/*"]  branches that may be force-pushed or
 //	                                  deleted on a remote (path.Match patterns)
+//	localRemotes: ["/srv/git/a.git"]  host repositories (absolute paths)
+//	                                  that may be used as remotes; no
+//	                                  other local path ever is
 //	timeout: 120                      seconds one git command may run
 func readSettings(cfg map[string]any) (settings, error) {
 	s := settings{timeout: DefaultTimeout}
-	switch v := cfg["allowForcePush"].(type) {
-	case nil:
-	case string:
-		s.allowForcePush = []string{v}
-	case []string:
-		s.allowForcePush = v
-	case []any:
-		for _, e := range v {
-			str, ok := e.(string)
-			if !ok {
-				return s, fmt.Errorf("git plugin config: allowForcePush must be a list of branch names, got %v", e)
-			}
-			s.allowForcePush = append(s.allowForcePush, str)
+	var err error
+	if s.allowForcePush, err = stringList(cfg["allowForcePush"], "allowForcePush", "a list of branch names"); err != nil {
+		return s, err
+	}
+	lr, err := stringList(cfg["localRemotes"], "localRemotes", "a list of absolute paths of host repositories")
+	if err != nil {
+		return s, err
+	}
+	for _, p := range lr {
+		if !filepath.IsAbs(p) || filepath.Clean(p) != p && filepath.Clean(p)+"/" != p {
+			return s, fmt.Errorf("git plugin config: localRemotes: %q is not a clean absolute path", p)
 		}
-	default:
-		return s, fmt.Errorf("git plugin config: allowForcePush must be a list of branch names, got %T", v)
+		p = filepath.Clean(p)
+		for _, magic := range []string{"/proc", "/dev", "/sys"} {
+			if plugin.Within(magic, p) {
+				return s, fmt.Errorf("git plugin config: localRemotes: %q is not a repository folder", p)
+			}
+		}
+		s.localRemotes = append(s.localRemotes, p)
 	}
 	switch v := cfg["timeout"].(type) {
 	case nil:
@@ -126,6 +133,28 @@ func readSettings(cfg map[string]any) (settings, error) {
 	return s, nil
 }
 
+func stringList(v any, key, what string) ([]string, error) {
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		return []string{v}, nil
+	case []string:
+		return v, nil
+	case []any:
+		var out []string
+		for _, e := range v {
+			str, ok := e.(string)
+			if !ok {
+				return nil, fmt.Errorf("git plugin config: %s must be %s, got %v", key, what, e)
+			}
+			out = append(out, str)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("git plugin config: %s must be %s, got %T", key, what, v)
+}
+
 // safetyConfig is given to every git command with -c. The repository's own
 // config cannot set these (see config.go); this also overrides the host's
 // global config for them.
@@ -136,27 +165,48 @@ var safetyConfig = []string{
 	"core.pager=cat",
 	"safe.bareRepository=explicit",
 	"submodule.recurse=false",
+	"fetch.recurseSubmodules=false",
+	"push.recurseSubmodules=no",
 	"protocol.ext.allow=never",
 	"protocol.fd.allow=never",
 }
 
+// noLocalTransport is added to safetyConfig unless the call contacts a
+// repository the operator listed in localRemotes: git itself then refuses
+// every local path and file:// URL as a remote, whatever spelling, link or
+// legacy remote file named it. (A local transport runs upload-pack or
+// receive-pack in that repository with its own config and hooks, without
+// the -c settings above.)
+const noLocalTransport = "protocol.file.allow=never"
+
 // AllowedProtocols is GIT_ALLOW_PROTOCOL: no ext:: (runs a command), no
-// fd::, no remote helpers.
-const AllowedProtocols = "file:git:http:https:ssh"
+// fd::, no remote helpers, and no file (local paths) unless the call
+// contacts an operator-listed local remote (AllowedProtocolsLocal).
+// GIT_ALLOW_PROTOCOL overrides protocol.<name>.allow, so file must not be
+// in it for protocol.file.allow=never to hold.
+const (
+	AllowedProtocols      = "git:http:https:ssh"
+	AllowedProtocolsLocal = "file:" + AllowedProtocols
+)
 
 // gitEnv is the environment of git: what it needs to reach remotes with
 // the host user's credentials (HOME for ~/.gitconfig and ~/.ssh, the ssh
 // agent, proxies), nothing else of the gateway's (no provider keys), and
 // settings that keep git from prompting, paging, editing or looking for a
 // repository above the workspace.
-func gitEnv(workspace string) []string {
+func gitEnv(workspace string, localRemote bool) []string {
+	protocols := AllowedProtocols
+	if localRemote {
+		protocols = AllowedProtocolsLocal
+	}
 	env := plugin.HostEnv("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ",
 		"SSH_AUTH_SOCK", "XDG_CONFIG_HOME",
 		"http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "all_proxy")
 	return append(env,
 		"GIT_CONFIG_NOSYSTEM=1",
 		"GIT_TERMINAL_PROMPT=0",
-		"GIT_ALLOW_PROTOCOL="+AllowedProtocols,
+		"GIT_ALLOW_PROTOCOL="+protocols,
+		"GIT_PROTOCOL_FROM_USER=0",
 		"GIT_CEILING_DIRECTORIES="+filepath.Dir(workspace),
 		"GIT_EDITOR=true",
 		"GIT_SEQUENCE_EDITOR=true",
@@ -187,20 +237,30 @@ func (p *Plugin) handle(ctx context.Context, call *plugin.Call) (plugin.Result, 
 	}
 
 	// Nothing the agent runs may change the workspace between the checks
-	// and the end of git's run.
-	if call.Freeze != nil {
-		thaw, err := call.Freeze(ctx)
-		if err != nil {
-			return plugin.Result{ExitCode: 1}, fmt.Errorf("git: cannot pause the sandbox while git runs: %w", err)
-		}
-		defer thaw()
+	// and the end of git's run: without a sandbox that can be paused, the
+	// checks below would be advice, so git does not run at all.
+	if call.Freeze == nil {
+		return plugin.Result{ExitCode: 1}, errors.New("git: the git tool cannot run here: the gateway cannot pause this agent's sandbox while git runs")
 	}
-	chk := &checker{git: gitPath, root: call.Workspace, dir: call.Dir}
+	thaw, err := call.Freeze(ctx)
+	if err != nil {
+		return plugin.Result{ExitCode: 1}, fmt.Errorf("git: cannot pause the sandbox while git runs: %w", err)
+	}
+	defer thaw()
+	// The folder was resolved before the pause; the agent may have
+	// swapped a part of it for a link since. Open it beneath the
+	// workspace without following links, and run git in that very folder.
+	dir, err := plugin.OpenDir(call.Workspace, call.Dir)
+	if err != nil {
+		return plugin.Result{ExitCode: 1}, refuse("the working folder /workspace/%s is not a folder of the workspace (a part of it is a symbolic link?)", filepath.ToSlash(cwdRel))
+	}
+	defer dir.Close()
+	chk := &checker{git: gitPath, root: call.Workspace, dir: call.Dir, localRemotes: set.localRemotes}
 	if err := p.check(ctx, chk, inv); err != nil {
 		return plugin.Result{ExitCode: 1}, err
 	}
 
-	argv := make([]string, 0, 2*len(safetyConfig)+len(inv.globals)+1+len(inv.args))
+	argv := make([]string, 0, 2*len(safetyConfig)+len(inv.globals)+3+len(inv.args))
 	for _, c := range safetyConfig {
 		argv = append(argv, "-c", c)
 	}
@@ -209,15 +269,24 @@ func (p *Plugin) handle(ctx context.Context, call *plugin.Call) (plugin.Result, 
 	// What that check guards against (a repository's config running
 	// commands) is what the checks above and safetyConfig neutralise.
 	argv = append(argv, "-c", "safe.directory=*")
+	if !chk.usesLocalRemote {
+		argv = append(argv, "-c", noLocalTransport)
+	}
 	argv = append(argv, inv.globals...)
 	argv = append(argv, inv.sub)
+	if inv.sub == "clone" {
+		// A local clone would hard-link the operator's object files into
+		// the workspace, where the agent could change them.
+		argv = append(argv, "--no-hardlinks")
+	}
 	argv = append(argv, inv.args...)
 	return plugin.RunCommand(ctx, plugin.Command{
 		Tool:    Name,
 		Path:    gitPath,
 		Args:    argv,
 		Dir:     call.Dir,
-		Env:     gitEnv(call.Workspace),
+		DirFile: dir,
+		Env:     gitEnv(call.Workspace, chk.usesLocalRemote),
 		Timeout: set.timeout,
 	})
 }
@@ -234,7 +303,8 @@ func (p *Plugin) check(ctx context.Context, chk *checker, inv *invocation) error
 		return refuse("not inside a git repository in the workspace (run git init or git clone first)")
 	}
 	remoteNames := map[string]bool{}
-	var remoteRefs []string // values that name a remote or a location
+	hasURL := map[string]bool{} // remotes with a url or pushurl in the config
+	var remoteRefs []string     // values that name a remote or a location
 	var workTree string
 	for i, r := range repos {
 		entries, err := chk.checkRepo(ctx, r)
@@ -243,6 +313,13 @@ func (p *Plugin) check(ctx context.Context, chk *checker, inv *invocation) error
 		}
 		if i > 0 {
 			continue
+		}
+		if r.workTree != "" {
+			// git status, diff, commit ... run git in every populated
+			// submodule, with that repository's own config.
+			if err := chk.checkSubmodules(ctx, r, 0); err != nil {
+				return err
+			}
 		}
 		workTree = r.workTree
 		for _, e := range entries {
@@ -254,6 +331,7 @@ func (p *Plugin) check(ctx context.Context, chk *checker, inv *invocation) error
 			case section == "remote" && sub != "":
 				remoteNames[sub] = true
 				if name == "url" || name == "pushurl" {
+					hasURL[sub] = true
 					if err := chk.checkLocation(e.value, r.workTree, chk.dir); err != nil {
 						return refuseRemote(sub, err)
 					}
@@ -261,6 +339,15 @@ func (p *Plugin) check(ctx context.Context, chk *checker, inv *invocation) error
 			case section == "branch" && (name == "remote" || name == "pushremote"),
 				section == "remote" && name == "pushdefault":
 				remoteRefs = append(remoteRefs, e.value)
+			}
+		}
+	}
+	for n := range remoteNames {
+		// A remote without a URL is the location named like it (or the
+		// URL of a legacy .git/remotes file, refused by checkRepo).
+		if !hasURL[n] {
+			if err := chk.checkLocation(n, workTree, chk.dir); err != nil {
+				return refuseRemote(n, err)
 			}
 		}
 	}

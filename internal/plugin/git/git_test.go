@@ -50,6 +50,9 @@ func newEnv(t *testing.T) *env {
 	t.Setenv("XDG_CONFIG_HOME", "")
 	p, _ := New(plugin.Env{Name: "git"})
 	e.p = p.(*Plugin)
+	// The gateway always gives a freeze (the sandbox's docker pause); here
+	// there is no sandbox to pause.
+	e.freeze = func(context.Context) (func(), error) { return func() {}, nil }
 	return e
 }
 
@@ -171,16 +174,24 @@ func TestGitRefusesHostileRepository(t *testing.T) {
 	cfgPath := filepath.Join(e.ws, "repo", ".git", "config")
 	clean, _ := os.ReadFile(cfgPath)
 	hostile := map[string]string{
-		"core.fsmonitor":    "[core]\n\tfsmonitor = \"" + touch + "\"\n",
-		"core.hooksPath":    "[core]\n\thooksPath = ../hooks\n",
-		"core.pager":        "[core]\n\tpager = " + touch + "\n",
-		"core.sshCommand":   "[core]\n\tsshCommand = " + touch + "\n",
-		"alias.st":          "[alias]\n\tst = !" + touch + "\n",
-		"filter.x.clean":    "[filter \"x\"]\n\tclean = " + touch + "\n",
-		"include.path":      "[include]\n\tpath = " + filepath.Join(e.home, ".gitconfig") + "\n",
-		"credential.helper": "[credential]\n\thelper = !" + touch + "\n",
-		"diff.external":     "[diff]\n\texternal = " + touch + "\n",
-		"core.worktree":     "[core]\n\tworktree = /\n",
+		"core.fsmonitor":               "[core]\n\tfsmonitor = \"" + touch + "\"\n",
+		"core.hooksPath":               "[core]\n\thooksPath = ../hooks\n",
+		"core.pager":                   "[core]\n\tpager = " + touch + "\n",
+		"core.sshCommand":              "[core]\n\tsshCommand = " + touch + "\n",
+		"alias.st":                     "[alias]\n\tst = !" + touch + "\n",
+		"filter.x.clean":               "[filter \"x\"]\n\tclean = " + touch + "\n",
+		"include.path":                 "[include]\n\tpath = " + filepath.Join(e.home, ".gitconfig") + "\n",
+		"credential.helper":            "[credential]\n\thelper = !" + touch + "\n",
+		"diff.external":                "[diff]\n\texternal = " + touch + "\n",
+		"core.worktree":                "[core]\n\tworktree = /\n",
+		"url.ext::sh.insteadof":        "[url \"ext::sh\"]\n\tinsteadOf = https://example.com/\n",
+		"core.gitproxy":                "[core]\n\tgitProxy = " + touch + "\n",
+		"core.alternaterefscommand":    "[core]\n\talternateRefsCommand = " + touch + "\n",
+		"uploadpack.packobjectshook":   "[uploadpack]\n\tpackObjectsHook = " + touch + "\n",
+		"remote.origin.receivepack":    "[remote \"origin\"]\n\turl = https://example.com/x\n\treceivepack = " + touch + "\n",
+		"gpg.program":                  "[gpg]\n\tprogram = " + touch + "\n",
+		"sequence.editor":              "[sequence]\n\teditor = " + touch + "\n",
+		"includeif.onbranch:main.path": "[includeIf \"onbranch:main\"]\n\tpath = " + filepath.Join(e.home, ".gitconfig") + "\n",
 	}
 	for key, extra := range hostile {
 		os.WriteFile(cfgPath, append(append([]byte{}, clean...), extra...), 0o644)
@@ -240,12 +251,27 @@ func TestGitSafetySettings(t *testing.T) {
 	for _, c := range safetyConfig {
 		argv = append(argv, "-c", c)
 	}
+	argv = append(argv, "-c", noLocalTransport)
 	for _, cmd := range [][]string{{"status"}, {"add", "f"}, {"commit", "-q", "-m", "x"}} {
 		res, err := plugin.RunCommand(context.Background(), plugin.Command{
-			Tool: "git", Path: gitPath, Args: append(append([]string{}, argv...), cmd...), Dir: repo, Env: gitEnv(e.ws),
+			Tool: "git", Path: gitPath, Args: append(append([]string{}, argv...), cmd...), Dir: repo, Env: gitEnv(e.ws, false),
 		})
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("%v: %+v %v", cmd, res, err)
+		}
+	}
+	e.noMarker()
+	// Local transports (which drop the -c settings in the child) are
+	// refused by git itself, whatever the spelling.
+	for _, h := range []string{"pre-receive", "update", "post-update"} {
+		os.WriteFile(filepath.Join(repo, ".git", "hooks", h), []byte("#!/bin/sh\ntouch "+e.marker+"\n"), 0o755)
+	}
+	for _, url := range []string{"/proc/self/cwd", "file:///proc/self/cwd", ".", repo} {
+		res, err := plugin.RunCommand(context.Background(), plugin.Command{
+			Tool: "git", Path: gitPath, Args: append(append([]string{}, argv...), "push", url, "HEAD:refs/heads/x"), Dir: repo, Env: gitEnv(e.ws, false),
+		})
+		if err != nil || res.ExitCode == 0 || !strings.Contains(res.Stderr, "transport 'file' not allowed") {
+			t.Errorf("push %s: %+v %v", url, res, err)
 		}
 	}
 	e.noMarker()
@@ -286,6 +312,7 @@ func TestGitPushAndForcePush(t *testing.T) {
 	e := newEnv(t)
 	remote := filepath.Join(e.base, "remote.git") // outside the workspace
 	e.hostGit(e.base, "init", "-q", "--bare", "remote.git")
+	e.cfg = map[string]any{"localRemotes": []any{remote}} // the operator's repository
 
 	e.ok(".", "init", "-q", "repo")
 	e.write("repo/a", "1\n")
@@ -303,7 +330,7 @@ func TestGitPushAndForcePush(t *testing.T) {
 	e.refused("repo", "force push", "push", "origin", "+del")
 	e.refused("repo", "deleting the remote branch 'del'", "push", "origin", ":del")
 
-	e.cfg = map[string]any{"allowForcePush": []any{"del"}}
+	e.cfg = map[string]any{"allowForcePush": []any{"del"}, "localRemotes": []any{remote}}
 	e.ok("repo", "push", "-q", "--force", "origin", "del")
 	e.refused("repo", "force push to the remote branch 'main'", "push", "--force", "origin", "del:main")
 	e.ok("repo", "push", "-q", "origin", "--delete", "del")
@@ -370,6 +397,8 @@ func TestGitCloneAndInitFolders(t *testing.T) {
 	e.hostGit(src, "add", "f")
 	e.hostGit(src, "commit", "-q", "-m", "up")
 
+	e.refused(".", "localRemotes", "clone", "-q", src, "mine")
+	e.cfg = map[string]any{"localRemotes": []any{src}}
 	e.ok(".", "clone", "-q", src, "mine")
 	if _, err := os.Stat(filepath.Join(e.ws, "mine", "f")); err != nil {
 		t.Errorf("clone: %v", err)
@@ -400,6 +429,9 @@ func TestGitFreezesTheSandbox(t *testing.T) {
 	}
 	e.freeze = func(ctx context.Context) (func(), error) { return nil, os.ErrPermission }
 	e.refused("r", "cannot pause the sandbox", "status")
+	// Without a freeze the checks would be advice: git does not run.
+	e.freeze = nil
+	e.refused("r", "the gateway cannot pause this agent's sandbox", "status")
 }
 
 func TestGitMissing(t *testing.T) {

@@ -38,6 +38,13 @@ type checker struct {
 	git  string // the host's git
 	root string // the workspace, resolved
 	dir  string // the working folder, resolved, inside root
+	// localRemotes are the host repositories the operator listed
+	// (localRemotes in the plugin's config): the only local paths that
+	// may be remotes.
+	localRemotes []string
+	// usesLocalRemote is set when a location the call may contact is one
+	// of localRemotes: only then may git use local transports at all.
+	usesLocalRemote bool
 }
 
 func (c *checker) rel(p string) string {
@@ -199,6 +206,9 @@ func (c *checker) checkRepo(ctx context.Context, r *repo) ([]configEntry, error)
 		if err := c.checkState(ctx, d); err != nil {
 			return nil, err
 		}
+		if err := c.checkOutsideRefs(d); err != nil {
+			return nil, err
+		}
 		if err := c.checkLinks(d); err != nil {
 			return nil, err
 		}
@@ -320,6 +330,126 @@ func (c *checker) checkTodo(p string) error {
 	return nil
 }
 
+// Limits of the submodule checks.
+const (
+	maxSubmoduleDepth = 4
+	maxSubmodules     = 256
+)
+
+// checkSubmodules checks every populated submodule of r (a gitlink in its
+// index whose folder has a .git), and theirs: git status, diff, commit,
+// checkout ... run git in each of them, with that repository's own config
+// (a filter.<x>.clean named by its attributes, say) and only the -c
+// settings of the command line. Each is checked like the main repository,
+// after its folder is resolved inside the workspace.
+func (c *checker) checkSubmodules(ctx context.Context, r *repo, depth int) error {
+	paths, err := c.gitlinks(ctx, r)
+	if err != nil {
+		return err
+	}
+	if len(paths) == 0 {
+		return nil
+	}
+	if depth >= maxSubmoduleDepth {
+		return refuse("submodules nested deeper than %d are not supported (in %s)", maxSubmoduleDepth, c.rel(r.workTree))
+	}
+	if len(paths) > maxSubmodules {
+		return refuse("more than %d submodules in %s are not supported", maxSubmodules, c.rel(r.workTree))
+	}
+	for _, p := range paths {
+		wt, err := c.inside(filepath.Join(r.workTree, filepath.FromSlash(p)))
+		if err != nil {
+			return err
+		}
+		fi, err := os.Stat(wt)
+		if err != nil || !fi.IsDir() {
+			continue // not populated
+		}
+		sub, err := c.dotGit(wt)
+		if err != nil || sub == nil {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if err := c.resolveCommon(sub); err != nil {
+			return err
+		}
+		if _, err := c.checkRepo(ctx, sub); err != nil {
+			return err
+		}
+		if err := c.checkSubmodules(ctx, sub, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gitlinks lists the gitlink (submodule) entries of the index of the
+// repository r, whose config has been checked: git ls-files
+// with the gateway's settings and no local transport.
+func (c *checker) gitlinks(ctx context.Context, r *repo) ([]string, error) {
+	workTree := r.workTree
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	args := make([]string, 0, 2*len(safetyConfig)+6)
+	for _, s := range safetyConfig {
+		args = append(args, "-c", s)
+	}
+	args = append(args, "-c", noLocalTransport, "ls-files", "--stage", "-z")
+	cmd := exec.CommandContext(ctx, c.git, args...)
+	cmd.Dir = workTree
+	cmd.Env = append(gitEnv(c.root, false), "GIT_DIR="+r.gitDir, "GIT_WORK_TREE="+workTree)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return nil, refuse("cannot list the submodules of %s: %s", c.rel(workTree), clip(msg, 300))
+	}
+	var paths []string
+	for _, item := range bytes.Split(stdout.Bytes(), []byte{0}) {
+		// "160000 <oid> <stage>\t<path>"
+		meta, path, ok := bytes.Cut(item, []byte{'\t'})
+		if ok && bytes.HasPrefix(meta, []byte("160000 ")) && !slices.Contains(paths, string(path)) {
+			paths = append(paths, string(path))
+		}
+	}
+	return paths, nil
+}
+
+// checkOutsideRefs refuses files of a .git folder that make git read
+// outside the repository or contact a location no check saw: alternates
+// (objects of other repositories, which may be the host's: git would read
+// them, and follow their own alternates), and the legacy remote files
+// remotes/<name> and branches/<name> (remotes with URLs that are not in
+// the config).
+func (c *checker) checkOutsideRefs(gitDir string) error {
+	for _, f := range []string{"objects/info/alternates", "objects/info/http-alternates"} {
+		p := filepath.Join(gitDir, filepath.FromSlash(f))
+		if _, err := os.Lstat(p); err == nil {
+			return refuse("%s is not allowed: it makes git read objects of other repositories, which may be the gateway host's; remove it (git repack -a -d first, in a copy of the repository that has the objects)", c.rel(p))
+		}
+	}
+	for _, d := range []string{"remotes", "branches"} {
+		p := filepath.Join(gitDir, d)
+		es, err := os.ReadDir(p)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			fi, lerr := os.Lstat(p)
+			if lerr == nil && !fi.IsDir() {
+				return refuse("%s is not a folder; remove it", c.rel(p))
+			}
+			return refuse("cannot read %s: %v", c.rel(p), unwrap(err))
+		}
+		if len(es) > 0 {
+			return refuse("%s is not allowed: legacy remote files define remotes outside the config; use git remote add instead, and remove the files", c.rel(filepath.Join(p, es[0].Name())))
+		}
+	}
+	return nil
+}
+
 // checkLinks refuses symbolic links inside a .git folder that lead out of
 // the workspace: git would read or write through them.
 func (c *checker) checkLinks(gitDir string) error {
@@ -364,12 +494,31 @@ func (c *checker) checkLinks(gitDir string) error {
 }
 
 // checkLocation refuses a remote location (URL or path) that is a local
-// path inside the workspace: git would run upload-pack or receive-pack in
-// that repository, with its config and hooks, which the agent controls.
-// Relative paths are tried against each of bases.
+// path, unless it is one of the host repositories the operator listed in
+// localRemotes, spelled as listed (or as a file:// URL of it), and that
+// repository does not lead into the workspace. git would run upload-pack or
+// receive-pack in a local repository, with its config and hooks and
+// without the gateway's -c settings; whether a path reaches the workspace
+// cannot be decided in the gateway's process (/proc/self/cwd, links, ..),
+// so no path is judged: only the operator's list counts. Relative paths
+// are tried against each of bases, for the message.
 func (c *checker) checkLocation(loc string, bases ...string) error {
 	p, local := localPath(loc)
 	if !local {
+		return nil
+	}
+	if p != "/" {
+		p = strings.TrimRight(p, "/")
+	}
+	if slices.Contains(c.localRemotes, p) {
+		in := plugin.Within(c.root, p)
+		if r, err := filepath.EvalSymlinks(p); err == nil && plugin.Within(c.root, r) {
+			in = true
+		}
+		if in {
+			return refuse("'%s' (in the git plugin's localRemotes) leads inside the workspace; git cannot use it as a remote, because its configuration and hooks would run on the gateway host", clip(loc, 80))
+		}
+		c.usesLocalRemote = true
 		return nil
 	}
 	var cands []string
@@ -391,7 +540,7 @@ func (c *checker) checkLocation(loc string, bases ...string) error {
 			return refuse("'%s' is a repository inside the workspace; git cannot use it as a remote, because its configuration and hooks would run on the gateway host. Copy it in the sandbox instead (cp -r)", clip(loc, 80))
 		}
 	}
-	return nil
+	return refuse("'%s' is a local path; git can use a local repository as a remote only when the operator lists it in the git plugin's localRemotes (plugins.git.config), spelled as listed", clip(loc, 80))
 }
 
 // localPath returns the file system path of a git location, and whether it
