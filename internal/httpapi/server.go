@@ -1,5 +1,6 @@
 // Package httpapi is the gateway's HTTP API (http-api.md): routing, the
-// DNS-rebinding guard, bearer-token auth, body limits and JSON errors. It
+// DNS-rebinding guard, the browser (CSRF) guard, bearer-token auth, body
+// limits and JSON errors. It
 // owns no state: every endpoint calls the Backend.
 package httpapi
 
@@ -92,14 +93,31 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusForbidden, fmt.Sprintf("host %q is not allowed (DNS-rebinding guard: use 127.0.0.1 or the configured gateway.host)", r.Host))
 		return
 	}
+	if why := crossSite(r); why != "" {
+		s.log.Warn("refused a cross-site request (a web page tried to drive the API)", "method", r.Method, "path", r.URL.Path, "why", truncate(why, 200))
+		WriteError(w, http.StatusForbidden, "cross-site requests are refused (browsers may only call the API from the gateway's own origin)")
+		return
+	}
 	if s.opts.AuthToken != "" && !s.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="beige"`)
 		WriteError(w, http.StatusUnauthorized, "missing or wrong bearer token (send Authorization: Bearer <gateway.authToken>)")
 		return
 	}
+	if why := badContentType(r); why != "" {
+		WriteError(w, http.StatusUnsupportedMediaType, why)
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 	s.mux.ServeHTTP(w, r)
 	s.log.Debug("http", "method", r.Method, "path", r.URL.Path, "duration", time.Since(start))
+}
+
+// truncate cuts s to at most n bytes, for logging what a client sent.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 func (s *Server) authorized(r *http.Request) bool {
