@@ -1,7 +1,6 @@
 // Package httpapi is the gateway's HTTP API (http-api.md): routing, the
 // DNS-rebinding guard, the browser (CSRF) guard, bearer-token auth, body
-// limits and JSON errors. It
-// owns no state: every endpoint calls the Backend.
+// limits and JSON errors. It owns no state: every endpoint calls the Backend.
 package httpapi
 
 import (
@@ -14,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -242,7 +242,19 @@ func (s *Server) agents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) config(w http.ResponseWriter, r *http.Request) {
-	WriteJSON(w, http.StatusOK, s.backend.Config(r.Context()))
+	v := s.backend.Config(r.Context())
+	if v.LLM.Providers != nil { // a baseUrl may hold user:password or ?key=
+		providers := make(map[string]proto.ProviderView, len(v.LLM.Providers))
+		for name, p := range v.LLM.Providers {
+			if p.BaseURL != nil {
+				pub := PublicURL(*p.BaseURL)
+				p.BaseURL = &pub
+			}
+			providers[name] = p
+		}
+		v.LLM.Providers = providers
+	}
+	WriteJSON(w, http.StatusOK, v)
 }
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
@@ -268,6 +280,12 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.writeErr(w, r, err)
 		return
+	}
+	ms = slices.Clone(ms) // the backend's slice is not ours to change
+	for i := range ms {
+		if ms[i].BaseURL != "" {
+			ms[i].BaseURL = PublicURL(ms[i].BaseURL)
+		}
 	}
 	WriteJSON(w, http.StatusOK, struct {
 		Models []AgentModel `json:"models"`
