@@ -136,9 +136,16 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	}()
 
 	var err error
-	g.audit, err = audit.Open(g.home.AuditLog(), &audit.Options{MaxSizeBytes: cfg.Gateway.Log.MaxSizeBytes, MaxFiles: cfg.Gateway.Log.MaxFiles})
+	auditSize := cfg.Gateway.Audit.MaxSizeBytes
+	if auditSize == 0 {
+		auditSize = cfg.Gateway.Log.MaxSizeBytes
+	}
+	g.audit, err = audit.Open(g.home.AuditLog(), &audit.Options{MaxSizeBytes: auditSize, MaxFiles: cfg.Gateway.Audit.MaxFiles, Logger: g.log.With("component", "audit")})
 	if err != nil {
 		return nil, fmt.Errorf("open audit log: %w", err)
+	}
+	if n := cfg.Gateway.Audit.MaxFiles; n > 0 {
+		g.log.Warn("gateway.audit.maxFiles is set: the oldest audit files are deleted, so a busy agent can push older records out of the audit log", "maxFiles", n)
 	}
 	tools := map[string][]string{}
 	for name, a := range cfg.Agents {
