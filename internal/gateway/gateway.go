@@ -135,6 +135,11 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		}
 	}()
 
+	if soft, hard, err := httpapi.RaiseFileLimit(); err != nil {
+		g.log.Warn("could not raise the open-file limit", "soft", soft, "hard", hard, "err", err)
+	} else if soft > 0 && soft < uint64(4*cfg.Gateway.HTTP.MaxConnections) {
+		g.log.Warn("the open-file limit is low for gateway.http.maxConnections", "limit", soft, "maxConnections", cfg.Gateway.HTTP.MaxConnections)
+	}
 	var err error
 	auditSize := cfg.Gateway.Audit.MaxSizeBytes
 	if auditSize == 0 {
@@ -192,14 +197,14 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	api := httpapi.New(g, httpapi.Options{Host: cfg.Gateway.Host, AuthToken: cfg.Gateway.AuthToken.Reveal(), Logger: g.log.With("component", "http")})
-	g.srv = &http.Server{
-		Handler:           api,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return g.baseCtx },
-	}
+	srv, ln := api.HTTPServer(g.ln, httpapi.ServeOptions{
+		MaxConns:    cfg.Gateway.HTTP.MaxConnections,
+		BaseContext: g.baseCtx,
+		ErrorLog:    slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	})
+	g.srv = srv
 	go func() {
-		if err := g.srv.Serve(g.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := g.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			g.log.Error("http server stopped", "err", err)
 		}
 	}()

@@ -61,6 +61,9 @@ type Server struct {
 	opts    Options
 	log     *slog.Logger
 	mux     *http.ServeMux
+
+	bodyTimeout time.Duration // set by HTTPServer; 0: no deadline
+	reads       bodyReads
 }
 
 // New returns the API handler.
@@ -89,6 +92,7 @@ func (s *Server) Handle(pattern string, h http.HandlerFunc) { s.mux.HandleFunc(p
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	defer s.guardBody(w, r)() // first: an early answer must not wait for a slow body either
 	if !s.hostAllowed(r.Host) {
 		WriteError(w, http.StatusForbidden, fmt.Sprintf("host %q is not allowed (DNS-rebinding guard: use 127.0.0.1 or the configured gateway.host)", r.Host))
 		return
@@ -208,6 +212,8 @@ func bodyError(err error) error {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
+	case isTimeout(err):
+		return proto.Errorf(http.StatusRequestTimeout, "the request body did not arrive in time")
 	case errors.As(err, &mbe):
 		return proto.Errorf(http.StatusRequestEntityTooLarge, "request body too large (limit %d MB)", mbe.Limit>>20)
 	case errors.Is(err, io.EOF):
