@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/url"
+	"regexp"
 	"strings"
 )
 
@@ -17,4 +18,22 @@ func PublicURL(raw string) string {
 	}
 	pub := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
 	return pub.String()
+}
+
+// urlPattern finds URLs in text: a scheme, "://" and what follows up to a
+// space or a quote.
+var urlPattern = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>\x60]+`)
+
+// redactURLs replaces every URL in msg (an error from a provider's client
+// quotes the URL it called) by its PublicURL, or by "[url]".
+func redactURLs(msg string) string {
+	if !strings.Contains(msg, "://") {
+		return msg
+	}
+	return urlPattern.ReplaceAllStringFunc(msg, func(u string) string {
+		if pub := PublicURL(u); pub != "" {
+			return pub
+		}
+		return "[url]"
+	})
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
@@ -92,4 +93,57 @@ func FuzzPublicURL(f *testing.F) {
 			t.Fatalf("PublicURL(%q) = %q shows the password", in, out)
 		}
 	})
+}
+
+// failing is a backend whose calls fail with an upstream error that quotes
+// the URL it called, as Go's HTTP client does.
+type failing struct{ stub }
+
+const upstreamErr = `Post "https://alice:hunter2@proxy.example/v1/chat?key=AIzaSECRET": dial tcp: connection refused`
+
+func (failing) Prompt(context.Context, string, proto.PromptRequest) (proto.PromptResponse, error) {
+	return proto.PromptResponse{}, errors.New(upstreamErr)
+}
+
+func (failing) Exec(context.Context, string, proto.ExecRequest) (proto.ToolResult, error) {
+	return proto.ToolResult{}, proto.Errorf(502, "provider: %s", upstreamErr)
+}
+
+func (failing) ChatStream(ctx context.Context, req ChatStreamRequest, emit func(llm.Event)) error {
+	emit(llm.Event{Type: llm.EventError, Error: &llm.AssistantMessage{ErrorMessage: upstreamErr}})
+	return nil
+}
+
+// TestNoURLSecretsInErrors: an error that quotes a URL with secrets (a
+// provider's client error) reaches the client without them.
+func TestNoURLSecretsInErrors(t *testing.T) {
+	s := New(&failing{}, Options{Host: "127.0.0.1"})
+	for _, tc := range []struct{ path, body string }{
+		{"/api/agents/assistant/prompt", `{"message":"hi"}`},
+		{"/api/agents/assistant/exec", `{"tool":"exec","params":{"command":"ls"}}`},
+		{"/api/chat/stream", `{"provider":"p","modelId":"m","agentName":"assistant","context":{"messages":[]}}`},
+	} {
+		_, body := do(t, s, "POST", tc.path, tc.body, nil)
+		for _, secret := range []string{"alice", "hunter2", "AIzaSECRET"} {
+			if strings.Contains(body, secret) {
+				t.Errorf("%s shows %q: %s", tc.path, secret, body)
+			}
+		}
+		if !strings.Contains(body, "https://proxy.example/v1/chat") {
+			t.Errorf("%s: the error lost its URL: %s", tc.path, body)
+		}
+	}
+}
+
+func TestRedactURLs(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"no url here", "no url here"},
+		{`Get "http://u:p@h/x?k=v": EOF`, `Get "http://h/x": EOF`},
+		{"a https://h/?k=1 and ftp://x:y@z/w b", "a https://h/ and ftp://z/w b"},
+		{"weird ://x", "weird ://x"},
+	} {
+		if got := redactURLs(tc.in); got != tc.want {
+			t.Errorf("redactURLs(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
 }

@@ -170,9 +170,10 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// WriteError writes {"error": msg}.
+// WriteError writes {"error": msg}, with the userinfo and query of any URL
+// in msg left out (see PublicURL).
 func WriteError(w http.ResponseWriter, status int, msg string) {
-	WriteJSON(w, status, proto.ErrorBody{Error: msg})
+	WriteJSON(w, status, proto.ErrorBody{Error: redactURLs(msg)})
 }
 
 // writeErr maps an error from the backend to a response: a *proto.Error
