@@ -1,8 +1,10 @@
 // Package audit owns the audit log: one JSON object per line in
 // $BEIGE_HOME/logs/audit.jsonl for every tool call, core or plugin, written
 // before the call runs and again when it has finished. The file is rotated by
-// size (audit.jsonl.1 … audit.jsonl.N). A record that cannot be written is an
-// error for the caller, who must then not run the call.
+// size (audit.jsonl.1 … audit.jsonl.N), and rotated files are kept unless
+// the operator sets a retention (Options.MaxFiles). Every field of a record
+// is bounded, so a line is a few KB at most. A record that cannot be written
+// is an error for the caller, who must then not run the call.
 package audit
 
 import (
@@ -12,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -65,9 +68,16 @@ type Record struct {
 	Type    string    `json:"type"`  // TypeCoreTool or TypeTool
 	Tool    string    `json:"tool"`  // "exec", "git", …
 	// Args must be valid JSON; it is written compacted, and left out when empty.
-	Args     json.RawMessage `json:"args,omitempty"`
-	Decision string          `json:"decision,omitempty"` // DecisionAllowed or DecisionDenied
-	Target   string          `json:"target,omitempty"`   // TargetGateway or TargetSandbox
+	Args json.RawMessage `json:"args,omitempty"`
+	// ArgsBytes and ArgsSha256 are set when Args was too large and was
+	// cut (see MaxArgsBytes): the size and SHA-256 of the args as given.
+	ArgsBytes  int64  `json:"argsBytes,omitempty"`
+	ArgsSha256 string `json:"argsSha256,omitempty"`
+	// Truncated is set when a field was cut to its bound.
+	Truncated bool `json:"truncated,omitempty"`
+
+	Decision string `json:"decision,omitempty"` // DecisionAllowed or DecisionDenied
+	Target   string `json:"target,omitempty"`   // TargetGateway or TargetSandbox
 	// The result summary, set on finished records; nil fields are left out.
 	DurationMs  *int64 `json:"durationMs,omitempty"`
 	ExitCode    *int   `json:"exitCode,omitempty"`
@@ -104,15 +114,24 @@ func StringArgs(args []string) json.RawMessage {
 	return append(b, ']')
 }
 
-// Defaults of Options.
-const (
-	DefaultMaxSizeBytes = logfile.DefaultMaxSizeBytes
-	DefaultMaxFiles     = logfile.DefaultMaxFiles
-)
+// DefaultMaxSizeBytes is the default of Options.MaxSizeBytes.
+const DefaultMaxSizeBytes = logfile.DefaultMaxSizeBytes
 
 // Options tune a Logger: the rotation of its file. A nil *Options, and
 // every zero field, mean the defaults.
-type Options = logfile.Options
+type Options struct {
+	// MaxSizeBytes is the size audit.jsonl may reach before it is renamed
+	// audit.jsonl.1 (older files shift up) (DefaultMaxSizeBytes when ≤ 0).
+	MaxSizeBytes int64
+	// MaxFiles is how many rotated files are kept. 0, the default, keeps
+	// every one: the log only grows, and no amount of traffic from an agent
+	// can push older records out. A positive value is the operator's
+	// retention, and gives that up: the oldest file is deleted when the
+	// (MaxFiles+1)th rotation happens.
+	MaxFiles int
+	// Logger reports a torn last record found on opening. Nil: not reported.
+	Logger *slog.Logger
+}
 
 // ErrClosed is returned by Log after Close.
 var ErrClosed = logfile.ErrClosed
@@ -128,9 +147,21 @@ type Logger struct {
 // Open opens (creating if needed) the audit log at path, for appending. The
 // parent folder is created with mode 0700 if missing; the file has mode 0600.
 func Open(path string, opts *Options) (*Logger, error) {
-	f, err := logfile.Open(path, opts)
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	lo := logfile.Options{MaxSizeBytes: o.MaxSizeBytes, MaxFiles: o.MaxFiles}
+	if o.MaxFiles <= 0 {
+		lo.MaxFiles = -1 // keep all
+	}
+	f, err := logfile.Open(path, &lo)
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
+	}
+	if off, n := f.Fragment(); n > 0 && o.Logger != nil {
+		o.Logger.Warn("the audit log ended in a torn record (a crash or a full disk cut a write short); it stays as it is and the log goes on on the next line",
+			"path", path, "offset", off, "bytes", n)
 	}
 	return &Logger{file: f, now: time.Now}, nil
 }
@@ -140,11 +171,15 @@ func (l *Logger) Path() string { return l.file.Path() }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
-// Log writes rec as one line. It sets rec.Time to now when zero. An error
-// means the record is not (or not wholly) in the log.
+// Log writes rec as one line, its fields cut to their bounds (see
+// MaxArgsBytes). It sets rec.Time to now when zero. An error means the
+// record is not in the log.
 func (l *Logger) Log(rec Record) error {
 	if rec.Time.IsZero() {
 		rec.Time = l.now()
+	}
+	if err := rec.bound(); err != nil {
+		return fmt.Errorf("audit: args of %s: %w", cut(rec.Tool, MaxNameBytes), err)
 	}
 	bp := bufPool.Get().(*[]byte)
 	defer func() {

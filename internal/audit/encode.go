@@ -38,6 +38,14 @@ func (r Record) appendJSON(b []byte) ([]byte, error) {
 		}
 		b = buf.Bytes()
 	}
+	if r.ArgsBytes != 0 {
+		b = append(b, `,"argsBytes":`...)
+		b = strconv.AppendInt(b, r.ArgsBytes, 10)
+	}
+	b = appendField(b, "argsSha256", r.ArgsSha256, false)
+	if r.Truncated {
+		b = append(b, `,"truncated":true`...)
+	}
 	b = appendField(b, "decision", r.Decision, false)
 	b = appendField(b, "target", r.Target, false)
 	if r.DurationMs != nil {

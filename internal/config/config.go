@@ -193,15 +193,40 @@ type Gateway struct {
 	Port    int    `json:"port"` // default 7433
 	LogFile string `json:"logFile" cfg:"path"`
 	Log     Log    `json:"log"`
+	Audit   Audit  `json:"audit"`
+	HTTP    HTTP   `json:"http"`
 	// AuthToken, when set, is required as "Authorization: Bearer <token>"
 	// on every HTTP API request.
 	AuthToken Secret `json:"authToken"`
 }
 
-// Log sets the rotation of the gateway and audit logs.
+// Log sets the rotation of the gateway log (and the size at which the
+// audit log rotates, unless gateway.audit.maxSizeBytes is set).
 type Log struct {
 	MaxSizeBytes int64 `json:"maxSizeBytes"` // default 10 MB
 	MaxFiles     int   `json:"maxFiles"`     // default 5
+}
+
+// Audit sets the rotation and retention of logs/audit.jsonl.
+type Audit struct {
+	// MaxSizeBytes is the size at which audit.jsonl is rotated to
+	// audit.jsonl.1 (0, the default: gateway.log.maxSizeBytes).
+	MaxSizeBytes int64 `json:"maxSizeBytes"`
+	// MaxFiles is the operator's retention: how many rotated audit files
+	// are kept. 0, the default, keeps every one, so that no agent's
+	// traffic can push a record out of the log (the disk must then be
+	// watched). A positive value deletes the oldest file past it, which
+	// gives that up: the gateway warns at start.
+	MaxFiles int `json:"maxFiles"`
+}
+
+// HTTP bounds the HTTP API's connections.
+type HTTP struct {
+	// MaxConnections caps the API's open connections (default 256). At the
+	// cap, a new connection closes the oldest one that is idle or has not
+	// sent a request yet; when every one is inside a request, the new one
+	// is refused with 503.
+	MaxConnections int `json:"maxConnections"`
 }
 
 // Defaults that the spec allows.
@@ -209,6 +234,7 @@ const (
 	DefaultHost         = "127.0.0.1"
 	DefaultPort         = 7433
 	DefaultLogMaxSize   = 10 << 20
+	DefaultMaxConns     = 256
 	DefaultLogMaxFiles  = 5
 	DefaultMemoryLimit  = 3 << 30
 	DefaultCPUs         = 1.0

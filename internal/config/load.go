@@ -156,6 +156,9 @@ func applyDefaults(cfg *Config) {
 	if g.Log.MaxFiles == 0 {
 		g.Log.MaxFiles = DefaultLogMaxFiles
 	}
+	if g.HTTP.MaxConnections == 0 {
+		g.HTTP.MaxConnections = DefaultMaxConns
+	}
 	for _, a := range cfg.Agents {
 		if a == nil {
 			continue

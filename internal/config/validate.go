@@ -411,4 +411,13 @@ func (v *validator) gateway() {
 	if g.Log.MaxFiles < 1 {
 		v.errorAt("gateway.log.maxFiles", "want at least 1, got %d", g.Log.MaxFiles)
 	}
+	if g.Audit.MaxSizeBytes != 0 && g.Audit.MaxSizeBytes < 1024 {
+		v.errorAt("gateway.audit.maxSizeBytes", "want at least 1024 bytes, got %d", g.Audit.MaxSizeBytes)
+	}
+	if g.Audit.MaxFiles < 0 {
+		v.errorAt("gateway.audit.maxFiles", "want 0 (keep every file) or more, got %d", g.Audit.MaxFiles)
+	}
+	if g.HTTP.MaxConnections < 8 {
+		v.errorAt("gateway.http.maxConnections", "want at least 8, got %d", g.HTTP.MaxConnections)
+	}
 }

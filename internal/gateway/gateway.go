@@ -139,6 +139,11 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		}
 	}()
 
+	if soft, hard, err := httpapi.RaiseFileLimit(); err != nil {
+		g.log.Warn("could not raise the open-file limit", "soft", soft, "hard", hard, "err", err)
+	} else if soft > 0 && soft < uint64(4*cfg.Gateway.HTTP.MaxConnections) {
+		g.log.Warn("the open-file limit is low for gateway.http.maxConnections", "limit", soft, "maxConnections", cfg.Gateway.HTTP.MaxConnections)
+	}
 	// $BEIGE_HOME and the agents' workspaces must stay closed to other
 	// local users (an older beige made them 0755).
 	fixed, err := g.home.Secure()
@@ -148,9 +153,16 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	for _, f := range fixed {
 		g.log.Warn("made a folder of BEIGE_HOME private to the gateway's user", "folder", f)
 	}
-	g.audit, err = audit.Open(g.home.AuditLog(), &audit.Options{MaxSizeBytes: cfg.Gateway.Log.MaxSizeBytes, MaxFiles: cfg.Gateway.Log.MaxFiles})
+	auditSize := cfg.Gateway.Audit.MaxSizeBytes
+	if auditSize == 0 {
+		auditSize = cfg.Gateway.Log.MaxSizeBytes
+	}
+	g.audit, err = audit.Open(g.home.AuditLog(), &audit.Options{MaxSizeBytes: auditSize, MaxFiles: cfg.Gateway.Audit.MaxFiles, Logger: g.log.With("component", "audit")})
 	if err != nil {
 		return nil, fmt.Errorf("open audit log: %w", err)
+	}
+	if n := cfg.Gateway.Audit.MaxFiles; n > 0 {
+		g.log.Warn("gateway.audit.maxFiles is set: the oldest audit files are deleted, so a busy agent can push older records out of the audit log", "maxFiles", n)
 	}
 	tools := map[string][]string{}
 	for name, a := range cfg.Agents {
@@ -201,14 +213,14 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	api := httpapi.New(g, httpapi.Options{Host: cfg.Gateway.Host, AuthToken: cfg.Gateway.AuthToken.Reveal(), Logger: g.log.With("component", "http")})
-	g.srv = &http.Server{
-		Handler:           api,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return g.baseCtx },
-	}
+	srv, ln := api.HTTPServer(g.ln, httpapi.ServeOptions{
+		MaxConns:    cfg.Gateway.HTTP.MaxConnections,
+		BaseContext: g.baseCtx,
+		ErrorLog:    slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	})
+	g.srv = srv
 	go func() {
-		if err := g.srv.Serve(g.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := g.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			g.log.Error("http server stopped", "err", err)
 		}
 	}()

@@ -200,6 +200,7 @@ func TestChatStream(t *testing.T) {
 	a.Enqueue(llmtest.Text("never ends").HangAfter(2))
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "POST", g.URL()+"/api/chat/stream", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/beige-dev/beige/internal/llm"
@@ -179,6 +180,11 @@ func (n *ndjson) emit(ev llm.Event) {
 		n.w.Header().Set("X-Accel-Buffering", "no")
 		n.w.WriteHeader(http.StatusOK)
 		n.began = true
+	}
+	if ev.Error != nil && strings.Contains(ev.Error.ErrorMessage, "://") {
+		m := *ev.Error // the caller's message is not ours to change
+		m.ErrorMessage = redactURLs(m.ErrorMessage)
+		ev.Error = &m
 	}
 	b, err := json.Marshal(ev)
 	if err != nil {

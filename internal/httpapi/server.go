@@ -1,6 +1,6 @@
 // Package httpapi is the gateway's HTTP API (http-api.md): routing, the
-// DNS-rebinding guard, bearer-token auth, body limits and JSON errors. It
-// owns no state: every endpoint calls the Backend.
+// DNS-rebinding guard, the browser (CSRF) guard, bearer-token auth, body
+// limits and JSON errors. It owns no state: every endpoint calls the Backend.
 package httpapi
 
 import (
@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,6 +61,9 @@ type Server struct {
 	opts    Options
 	log     *slog.Logger
 	mux     *http.ServeMux
+
+	bodyTimeout time.Duration // set by HTTPServer; 0: no deadline
+	reads       bodyReads
 }
 
 // New returns the API handler.
@@ -88,8 +92,14 @@ func (s *Server) Handle(pattern string, h http.HandlerFunc) { s.mux.HandleFunc(p
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	defer s.guardBody(w, r)() // first: an early answer must not wait for a slow body either
 	if !s.hostAllowed(r.Host) {
 		WriteError(w, http.StatusForbidden, fmt.Sprintf("host %q is not allowed (DNS-rebinding guard: use 127.0.0.1 or the configured gateway.host)", r.Host))
+		return
+	}
+	if why := crossSite(r); why != "" {
+		s.log.Warn("refused a cross-site request (a web page tried to drive the API)", "method", r.Method, "path", r.URL.Path, "why", truncate(why, 200))
+		WriteError(w, http.StatusForbidden, "cross-site requests are refused (browsers may only call the API from the gateway's own origin)")
 		return
 	}
 	if s.opts.AuthToken != "" && !s.authorized(r) {
@@ -97,9 +107,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusUnauthorized, "missing or wrong bearer token (send Authorization: Bearer <gateway.authToken>)")
 		return
 	}
+	if why := badContentType(r); why != "" {
+		WriteError(w, http.StatusUnsupportedMediaType, why)
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 	s.mux.ServeHTTP(w, r)
 	s.log.Debug("http", "method", r.Method, "path", r.URL.Path, "duration", time.Since(start))
+}
+
+// truncate cuts s to at most n bytes, for logging what a client sent.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 func (s *Server) authorized(r *http.Request) bool {
@@ -148,9 +170,10 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// WriteError writes {"error": msg}.
+// WriteError writes {"error": msg}, with the userinfo and query of any URL
+// in msg left out (see PublicURL).
 func WriteError(w http.ResponseWriter, status int, msg string) {
-	WriteJSON(w, status, proto.ErrorBody{Error: msg})
+	WriteJSON(w, status, proto.ErrorBody{Error: redactURLs(msg)})
 }
 
 // writeErr maps an error from the backend to a response: a *proto.Error
@@ -190,6 +213,8 @@ func bodyError(err error) error {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
+	case isTimeout(err):
+		return proto.Errorf(http.StatusRequestTimeout, "the request body did not arrive in time")
 	case errors.As(err, &mbe):
 		return proto.Errorf(http.StatusRequestEntityTooLarge, "request body too large (limit %d MB)", mbe.Limit>>20)
 	case errors.Is(err, io.EOF):
@@ -224,7 +249,19 @@ func (s *Server) agents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) config(w http.ResponseWriter, r *http.Request) {
-	WriteJSON(w, http.StatusOK, s.backend.Config(r.Context()))
+	v := s.backend.Config(r.Context())
+	if v.LLM.Providers != nil { // a baseUrl may hold user:password or ?key=
+		providers := make(map[string]proto.ProviderView, len(v.LLM.Providers))
+		for name, p := range v.LLM.Providers {
+			if p.BaseURL != nil {
+				pub := PublicURL(*p.BaseURL)
+				p.BaseURL = &pub
+			}
+			providers[name] = p
+		}
+		v.LLM.Providers = providers
+	}
+	WriteJSON(w, http.StatusOK, v)
 }
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
@@ -250,6 +287,12 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.writeErr(w, r, err)
 		return
+	}
+	ms = slices.Clone(ms) // the backend's slice is not ours to change
+	for i := range ms {
+		if ms[i].BaseURL != "" {
+			ms[i].BaseURL = PublicURL(ms[i].BaseURL)
+		}
 	}
 	WriteJSON(w, http.StatusOK, struct {
 		Models []AgentModel `json:"models"`

@@ -57,7 +57,14 @@ func do(t *testing.T, h http.Handler, method, target, body string, hdr map[strin
 		target = "http://127.0.0.1:7433" + target
 	}
 	req := httptest.NewRequest(method, target, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json") // as the beige client sends it
+	}
 	for k, v := range hdr {
+		if v == "" {
+			req.Header.Del(k)
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	rec := httptest.NewRecorder()
@@ -171,6 +178,7 @@ func FuzzExecRequest(f *testing.F) {
 	f.Add(`{"tool":"write","params":null}`)
 	f.Fuzz(func(t *testing.T, body string) {
 		req := httptest.NewRequest("POST", "http://127.0.0.1:7433/api/agents/assistant/exec", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		s.ServeHTTP(rec, req)
 		if rec.Code != 200 && rec.Code != 400 {

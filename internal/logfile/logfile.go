@@ -2,15 +2,20 @@
 // logs/gateway.log): each Write is one write(2) of whole lines on a file
 // opened O_APPEND, under a lock, so concurrent writers never interleave; when
 // the file would pass its size limit it is renamed PATH.1 (older files shift
-// up to PATH.N, the oldest is dropped) and a fresh file is opened.
+// up to PATH.N, the oldest is dropped unless every file is kept) and a fresh
+// file is opened. A file never holds a torn line followed by another: a file
+// that ends mid-line when opened, or after a failed write, goes on on a
+// fresh line, and a short write (a full disk) is cut off again.
 package logfile
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -27,7 +32,7 @@ type Options struct {
 	// goes out whole, to a fresh file.
 	MaxSizeBytes int64
 	// MaxFiles is how many rotated files are kept, PATH.1 (newest) to
-	// PATH.MaxFiles (oldest) (DefaultMaxFiles when ≤ 0).
+	// PATH.MaxFiles (oldest): DefaultMaxFiles when 0, every one when < 0.
 	MaxFiles int
 }
 
@@ -38,7 +43,9 @@ var ErrClosed = errors.New("logfile: closed")
 type File struct {
 	path     string
 	maxSize  int64
-	maxFiles int
+	maxFiles int // < 0: keep all
+
+	fragOff, fragLen int64 // the torn line found by Open
 
 	mu     sync.Mutex
 	f      *os.File // nil after a failed reopen, or when closed
@@ -57,7 +64,7 @@ func Open(path string, opts *Options) (*File, error) {
 	if o.MaxSizeBytes <= 0 {
 		o.MaxSizeBytes = DefaultMaxSizeBytes
 	}
-	if o.MaxFiles <= 0 {
+	if o.MaxFiles == 0 {
 		o.MaxFiles = DefaultMaxFiles
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
@@ -67,14 +74,45 @@ func Open(path string, opts *Options) (*File, error) {
 	if err := l.open(); err != nil {
 		return nil, err
 	}
+	if l.broken {
+		l.fragOff, l.fragLen = l.fragment()
+	}
 	return l, nil
+}
+
+// Fragment reports the torn last line Open found (a crash or a full disk
+// cut a write short): its offset and length in bytes, or 0, 0. The next
+// write starts on a fresh line, so the fragment stays as it is, alone on
+// its line.
+func (l *File) Fragment() (offset, length int64) { return l.fragOff, l.fragLen }
+
+// fragment finds where the torn last line of l.f begins, looking back at
+// most 1 MB (a longer fragment is reported as its last MB). l.broken is set.
+func (l *File) fragment() (offset, length int64) {
+	const max = 1 << 20
+	start := max64(0, l.size-max)
+	buf := make([]byte, l.size-start)
+	n, _ := l.f.ReadAt(buf, start)
+	buf = buf[:n]
+	if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
+		start += int64(i) + 1
+	}
+	return start, l.size - start
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
 }
 
 // Path returns the path of the current file.
 func (l *File) Path() string { return l.path }
 
 func (l *File) open() error {
-	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	// O_RDWR, not O_WRONLY: open reads the last byte back.
+	f, err := os.OpenFile(l.path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", l.path, err)
 	}
@@ -89,6 +127,15 @@ func (l *File) open() error {
 		_ = f.Chmod(0o600)
 	}
 	l.f, l.size = f, fi.Size()
+	l.broken = false
+	if l.size > 0 {
+		// A crash (or a full disk) in an earlier run may have left a torn
+		// last line; the next write must not be glued onto it.
+		var last [1]byte
+		if _, err := f.ReadAt(last[:], l.size-1); err != nil || last[0] != '\n' {
+			l.broken = true
+		}
+	}
 	return nil
 }
 
@@ -120,17 +167,27 @@ func (l *File) Write(p []byte) (int, error) {
 		l.size++
 		l.broken = false
 	}
+	before := l.size
 	n, err := l.f.Write(p)
 	l.size += int64(n)
 	if err != nil {
-		l.broken = n > 0
+		if n > 0 {
+			// Part of p is in the file (a full disk, say). Cut it off again,
+			// so that no torn line is left; if that fails too, the next
+			// write starts on a fresh line.
+			if terr := l.f.Truncate(before); terr == nil {
+				l.size, n = before, 0
+			} else {
+				l.broken = true
+			}
+		}
 		return n, fmt.Errorf("write %s: %w", l.path, err)
 	}
 	return n, nil
 }
 
-// rotate shifts PATH.i to PATH.i+1 (dropping PATH.maxFiles), renames PATH to
-// PATH.1 and opens a fresh PATH. l.mu is held.
+// rotate shifts PATH.i to PATH.i+1 (dropping PATH.maxFiles unless all are
+// kept), renames PATH to PATH.1 and opens a fresh PATH. l.mu is held.
 func (l *File) rotate() error {
 	if err := l.f.Close(); err != nil {
 		l.f = nil
@@ -138,10 +195,13 @@ func (l *File) rotate() error {
 	}
 	l.f = nil
 	name := func(i int) string { return l.path + "." + strconv.Itoa(i) }
-	if err := os.Remove(name(l.maxFiles)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	top := l.maxFiles
+	if top < 0 {
+		top = l.highest() + 1 // keep all: nothing is dropped
+	} else if err := os.Remove(name(top)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("rotate %s: %w", l.path, err)
 	}
-	for i := l.maxFiles - 1; i >= 1; i-- {
+	for i := top - 1; i >= 1; i-- {
 		if err := os.Rename(name(i), name(i+1)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("rotate %s: %w", l.path, err)
 		}
@@ -150,6 +210,23 @@ func (l *File) rotate() error {
 		return fmt.Errorf("rotate %s: %w", l.path, err)
 	}
 	return l.open()
+}
+
+// highest returns the highest N of the rotated files PATH.N, or 0.
+func (l *File) highest() int {
+	ents, err := os.ReadDir(filepath.Dir(l.path))
+	if err != nil {
+		return 0
+	}
+	prefix, top := filepath.Base(l.path)+".", 0
+	for _, e := range ents {
+		if rest, ok := strings.CutPrefix(e.Name(), prefix); ok {
+			if n, err := strconv.Atoi(rest); err == nil && n > top && strconv.Itoa(n) == rest {
+				top = n
+			}
+		}
+	}
+	return top
 }
 
 // Close closes the file. Write returns ErrClosed afterwards.
