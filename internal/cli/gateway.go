@@ -72,8 +72,11 @@ is no longer in the config.`,
 	stop := &cobra.Command{
 		Use:   "stop",
 		Short: "Stop the background gateway (SIGTERM, then SIGKILL after --timeout)",
-		Long: `Stop sends SIGTERM to the gateway named by $BEIGE_HOME/gateway.pid, which
-drains in-flight calls and exits; after --timeout seconds it sends SIGKILL.
+		Long: `Stop sends SIGTERM to the gateway of this home, which drains in-flight
+calls and exits. The pid in $BEIGE_HOME/gateway.pid is believed only while
+that process holds the lock on $BEIGE_HOME/gateway.lock (a stale pid file
+whose pid was reused by another program is removed, and nothing is
+signalled); after --timeout seconds it sends SIGKILL.
 The sandboxes keep running for the next start. Stopping a gateway that does
 not run is not an error.`,
 		Args:        cobra.NoArgs,
@@ -148,9 +151,17 @@ func (a *app) runForeground(ctx context.Context, level string, daemon bool) erro
 	if err != nil {
 		return err
 	}
-	if pid, ok := runningPID(h); ok && pid != os.Getpid() {
-		return exitf(ExitFailure, "a gateway already runs (pid %d); stop it first: beige gateway stop", pid)
+	lock, err := acquireGatewayLock(h)
+	if errors.Is(err, errLocked) {
+		if pid, ok := runningPID(h); ok {
+			return exitf(ExitFailure, "a gateway already runs (pid %d); stop it first: beige gateway stop", pid)
+		}
+		return exitf(ExitFailure, "a gateway already runs (%s is locked); stop it first: beige gateway stop", h.LockFile())
 	}
+	if err != nil {
+		return exitf(ExitFailure, "%v", err)
+	}
+	defer lock.Release()
 	logPath := logPathOf(cfg, h)
 	logFile, err := logfile.Open(logPath, &logfile.Options{MaxSizeBytes: cfg.Gateway.Log.MaxSizeBytes, MaxFiles: cfg.Gateway.Log.MaxFiles})
 	if err != nil {
@@ -196,22 +207,6 @@ func logPathOf(cfg *config.Config, h home.Home) string {
 		return cfg.Gateway.LogFile
 	}
 	return h.GatewayLog()
-}
-
-// runningPID returns the pid in gateway.pid if that process is alive.
-func runningPID(h home.Home) (int, bool) {
-	data, err := os.ReadFile(h.PIDFile())
-	if err != nil {
-		return 0, false
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil || pid <= 0 {
-		return 0, false
-	}
-	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
-		return 0, false
-	}
-	return pid, true
 }
 
 // client talks to the running gateway: -g when given, else the config's
@@ -342,7 +337,11 @@ func (a *app) stopGateway(timeout time.Duration) error {
 	}
 	pid, ok := runningPID(h)
 	if !ok {
-		os.Remove(h.PIDFile())
+		// A pid file without a held lock is stale: whatever process has that
+		// pid now is not our gateway, and is left alone.
+		if held, _ := lockHeld(h); !held {
+			os.Remove(h.PIDFile())
+		}
 		fmt.Fprintln(a.streams.Out, "the gateway is not running")
 		return nil
 	}
@@ -350,13 +349,18 @@ func (a *app) stopGateway(timeout time.Duration) error {
 		return exitf(ExitFailure, "signal pid %d: %v", pid, err)
 	}
 	fmt.Fprintf(a.streams.Err, "stopping the gateway (pid %d) ...\n", pid)
-	if waitExit(pid, timeout) {
+	if waitExit(h, pid, timeout) {
+		fmt.Fprintln(a.streams.Out, "gateway stopped")
+		return nil
+	}
+	// Check again that pid is still this home's gateway before killing it.
+	if p, ok := runningPID(h); !ok || p != pid {
 		fmt.Fprintln(a.streams.Out, "gateway stopped")
 		return nil
 	}
 	fmt.Fprintf(a.streams.Err, "still running after %v: sending SIGKILL\n", timeout)
 	syscall.Kill(pid, syscall.SIGKILL)
-	if !waitExit(pid, 5*time.Second) {
+	if !waitExit(h, pid, 5*time.Second) {
 		return exitf(ExitFailure, "pid %d did not exit after SIGKILL", pid)
 	}
 	os.Remove(h.PIDFile())
@@ -364,14 +368,15 @@ func (a *app) stopGateway(timeout time.Duration) error {
 	return nil
 }
 
-// waitExit waits up to d for pid to exit.
-func waitExit(pid int, d time.Duration) bool {
+// waitExit waits up to d for the gateway pid to exit: the process is gone
+// or a zombie, or no longer holds the home's lock.
+func waitExit(h home.Home, pid int, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		if !alive(pid) {
 			return true
 		}
-		if isZombie(pid) {
+		if p, ok := runningPID(h); !ok || p != pid {
 			return true
 		}
 		time.Sleep(20 * time.Millisecond)

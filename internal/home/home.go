@@ -41,6 +41,10 @@ func (h Home) Config() string { return h.path("config.json5") }
 // PIDFile holds the pid of a running gateway.
 func (h Home) PIDFile() string { return h.path("gateway.pid") }
 
+// LockFile is locked (flock) by the running gateway for its whole life; the
+// PID file is believed only while it is held.
+func (h Home) LockFile() string { return h.path("gateway.lock") }
+
 // LogsDir holds audit.jsonl and gateway.log.
 func (h Home) LogsDir() string { return h.path("logs") }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/beige-dev/beige/internal/atomicfile"
+	"github.com/beige-dev/beige/internal/home"
 )
 
 // HealthFile is the name of the health file in $BEIGE_HOME/data.
@@ -102,8 +103,8 @@ type healthFileEntry struct {
 
 // OpenHealth loads the health file at path (usually
 // filepath.Join(home.DataDir(), HealthFile)). It never fails: a missing
-// file starts empty, and an unreadable or corrupt one is logged as a
-// warning and starts empty (it is replaced at the next write). Expired
+// file starts empty, and an unreadable or corrupt one is set aside as
+// <path>.bad (or .bad.<n>; see home.SetAside), logged, and starts empty. Expired
 // cooldowns are dropped. An empty path keeps everything in memory.
 func OpenHealth(path string, opts *HealthOptions) *Health {
 	var o HealthOptions
@@ -127,19 +128,26 @@ func OpenHealth(path string, opts *HealthOptions) *Health {
 		return h
 	}
 	data, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return h
-	case err != nil:
-		h.log.Warn("provider health: cannot read file, starting empty", "path", path, "err", err)
+	if errors.Is(err, fs.ErrNotExist) {
 		return h
 	}
-	entries, err := decodeHealth(data, h.now())
-	if err != nil {
-		h.log.Warn("provider health: corrupt file, starting empty", "path", path, "err", err)
+	if err == nil {
+		var entries map[string]*healthEntry
+		if entries, err = decodeHealth(data, h.now()); err == nil {
+			h.entries = entries
+			return h
+		}
+	}
+	// Unreadable or corrupt: keep it beside the new one, never overwrite it
+	// (it may hold a long cooldown that someone wants to read back).
+	bad, serr := home.SetAside(path)
+	if serr != nil {
+		h.log.Error("provider health: cannot read the file nor set it aside; health is kept in memory only and the file is left as it is",
+			"path", path, "err", err, "setAsideErr", serr)
+		h.path = ""
 		return h
 	}
-	h.entries = entries
+	h.log.Warn("provider health: corrupt file set aside, starting empty", "path", path, "keptAs", bad, "err", err)
 	return h
 }
 

@@ -224,9 +224,24 @@ func TestHealthCorruptFile(t *testing.T) {
 			if !strings.Contains(buf.String(), "level=WARN") || !strings.Contains(buf.String(), path) {
 				t.Errorf("no warning logged: %q", buf.String())
 			}
-			// The next cooldown replaces the bad file.
+			// The bad file is kept beside the new one, untouched.
+			if b, err := os.ReadFile(path + ".bad"); err != nil || string(b) != content {
+				t.Errorf("%s.bad = %q, %v; want the corrupt file kept", HealthFile, b, err)
+			}
+			if !strings.Contains(buf.String(), path+".bad") {
+				t.Errorf("the log does not say where the file was kept: %q", buf.String())
+			}
 			h.RecordRateLimit("a/m", time.Now().Add(time.Minute), nil)
 			readHealthFile(t, path)
+			// A second corrupt file does not overwrite the first copy.
+			os.WriteFile(path, []byte("{second"), 0o600)
+			OpenHealth(path, &HealthOptions{Logger: log})
+			if b, _ := os.ReadFile(path + ".bad"); string(b) != content {
+				t.Errorf("the first .bad was overwritten: %q", b)
+			}
+			if b, _ := os.ReadFile(path + ".bad.1"); string(b) != "{second" {
+				t.Errorf("%s.bad.1 = %q", HealthFile, b)
+			}
 		})
 	}
 }
@@ -238,14 +253,31 @@ func TestHealthUnreadableFile(t *testing.T) {
 	if len(h.Keys()) != 0 || !strings.Contains(buf.String(), "cannot read") {
 		t.Errorf("keys %v, log %q", h.Keys(), buf.String())
 	}
-	// Writing fails too: logged, not fatal, state kept in memory.
+	// It cannot be set aside either: state is kept in memory only, and
+	// what is at path is left as it is.
 	h.RecordRateLimit("a/m", time.Now().Add(time.Minute), nil)
+	h.Flush()
+	if _, ok := h.CooldownUntil("a/m", time.Now()); !ok {
+		t.Error("cooldown lost")
+	}
+	if st, err := os.Stat(path); err != nil || !st.IsDir() {
+		t.Errorf("the unreadable path was touched: %v", err)
+	}
+}
+
+// A failed write is logged, not fatal, and state stays in memory.
+func TestHealthWriteFailure(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sub", HealthFile)
+	log, buf := logBuffer()
+	h := OpenHealth(path, &HealthOptions{Logger: log, FlushDelay: -1})
+	os.WriteFile(filepath.Join(dir, "sub"), nil, 0o600) // a file where the folder should be
+	h.RecordRateLimit("a/m", time.Now().Add(time.Minute), nil)
+	h.Flush()
 	if _, ok := h.CooldownUntil("a/m", time.Now()); !ok {
 		t.Error("cooldown lost after a failed write")
 	}
-	if !strings.Contains(buf.String(), "cannot write") {
-		t.Errorf("write failure not logged: %q", buf.String())
-	}
+	waitFor(t, "write failure logged", func() bool { return strings.Contains(buf.String(), "cannot write") })
 }
 
 func TestHealthMissingFile(t *testing.T) {
