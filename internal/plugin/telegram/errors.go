@@ -70,4 +70,3 @@ func (r *run) redactSecrets(s string) string {
 	}
 	return s
 }
-
