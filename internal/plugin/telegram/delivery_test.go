@@ -273,6 +273,8 @@ func TestStopDrainsRunningPrompt(t *testing.T) {
 	api.WaitFor("the 👀 of both", func(c []bottest.Call) bool {
 		return len(reactionsOn(c, first)) == 1 && len(reactionsOn(c, second)) == 1
 	})
+	// As the gateway stops: the channels' context ends, then Stop.
+	h.cancel()
 	stopped := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -294,7 +296,6 @@ func TestStopDrainsRunningPrompt(t *testing.T) {
 	if n := h.pc.promptCount(); n != 1 {
 		t.Errorf("%d prompts ran, want 1", n)
 	}
-	h.cancel()
 
 	startIn(t, api, dir, nil, nil)
 	api.WaitFor("the second answered", lastReactionIs(second, "🎉"))

@@ -40,12 +40,15 @@ type run struct {
 	bot    *bot.Bot
 	tr     *http.Transport
 	store  *store
+	// ctx is the work's: it ends when Stop's drain is over (or the run
+	// fails), not with Start's context.
 	ctx    context.Context
-	cancel context.CancelFunc
-	// pollCtx ends the polling: at the start of Stop, which lets the
-	// running work finish, or with ctx.
+	cancel context.CancelFunc // ends the work and the polling
+	// pollCtx is the polling's: it ends with Start's context, at Stop, or
+	// with ctx. Then the run drains: no new work starts, what runs goes on.
 	pollCtx    context.Context
 	pollCancel context.CancelFunc
+	stopWatch  func() bool // ends the watch on Start's context
 
 	wg   sync.WaitGroup // every goroutine of the run
 	jobs sync.WaitGroup // the commands and prompts running
@@ -79,8 +82,14 @@ func newRun(ctx context.Context, p *Plugin, pc plugin.PluginContext) (*run, erro
 		return nil, err
 	}
 	r.store = st
-	r.ctx, r.cancel = context.WithCancel(ctx)
-	r.pollCtx, r.pollCancel = context.WithCancel(r.ctx)
+	workCtx, workCancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.ctx = workCtx
+	r.pollCtx, r.pollCancel = context.WithCancel(ctx)
+	r.cancel = func() {
+		r.drain()
+		workCancel()
+	}
+	r.stopWatch = context.AfterFunc(ctx, r.drain)
 	b, err := bot.New(p.cfg.Token,
 		// Polling resumes after the last update the queue accepted, and an
 		// update is handed over (and so confirmed to Telegram by the next
@@ -111,6 +120,7 @@ func (r *run) start() error {
 	r.wg.Add(1) // held until start returns, so that done waits for it
 	go func() {
 		r.wg.Wait()
+		r.stopWatch()
 		r.tr.CloseIdleConnections()
 		close(r.done)
 	}()
@@ -217,18 +227,23 @@ func (r *run) botName() string {
 // long as ctx allows (what has not started stays in the queue for the next
 // start), then ends the run and waits for it.
 func (r *run) stop(ctx context.Context) error {
-	r.mu.Lock()
-	r.draining = true
-	r.mu.Unlock()
-	r.pollCancel()
+	r.drain()
 	idle := make(chan struct{})
 	go func() {
 		r.jobs.Wait()
 		close(idle)
 	}()
+	// Leave a part of ctx's time for the cancelled work to end.
+	until := ctx
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		until, cancel = context.WithDeadline(ctx, d.Add(-min(time.Second, time.Until(d)/4)))
+		defer cancel()
+	}
 	select {
 	case <-idle:
-	case <-ctx.Done():
+	case <-until.Done():
+		r.log.Warn("telegram: stopping: the running answers did not finish in time; they are answered again at the next start")
 	case <-r.ctx.Done():
 	}
 	r.cancel()
@@ -238,6 +253,15 @@ func (r *run) stop(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("telegram: stop: %w", ctx.Err())
 	}
+}
+
+// drain ends the polling; no more work is started (what is queued stays
+// in the durable queue for the next start), what runs goes on.
+func (r *run) drain() {
+	r.mu.Lock()
+	r.draining = true
+	r.mu.Unlock()
+	r.pollCancel()
 }
 
 func (r *run) finished() bool {

@@ -29,7 +29,7 @@ var docs embed.FS
 const Name = "telegram"
 
 func init() {
-	plugin.Register(plugin.Builtin{Name: Name, Docs: docs, New: New})
+	plugin.Register(plugin.Builtin{Name: Name, Docs: docs, New: New, Warnings: configWarnings})
 }
 
 // Plugin is the telegram plugin. It is its own channel: Register registers
@@ -67,6 +67,16 @@ func New(env plugin.Env) (plugin.Plugin, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Plugin{name: name, cfg: cfg, log: log, dataDir: env.DataDir}, nil
+}
+
+// configWarnings is the plugin's Builtin.Warnings: those of a config that
+// parses (a config that does not is reported when the gateway starts).
+func configWarnings(name string, raw map[string]any) []string {
+	cfg, err := ParseConfig(name, raw)
+	if err != nil {
+		return nil
+	}
+	return cfg.Warnings(name)
 }
 
 // Register registers the channel.
