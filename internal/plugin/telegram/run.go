@@ -33,13 +33,13 @@ const setupTimeout = 10 * time.Second
 // run is one Start of the channel: the bot, its polling and the chats'
 // work, until its context ends.
 type run struct {
-	p      *Plugin
-	cfg    *Config
-	pc     plugin.PluginContext
-	log    *slog.Logger
-	bot    *bot.Bot
-	tr     *http.Transport
-	store  *store
+	p     *Plugin
+	cfg   *Config
+	pc    plugin.PluginContext
+	log   *slog.Logger
+	bot   *bot.Bot
+	tr    *http.Transport
+	store *store
 	// ctx is the work's: it ends when Stop's drain is over (or the run
 	// fails), not with Start's context.
 	ctx    context.Context
