@@ -28,8 +28,12 @@ and exits 0, or prints every problem as file:line:col: path: message and
 exits 1.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := a.loadConfig(); err != nil {
+			cfg, err := a.loadConfig()
+			if err != nil {
 				return err
+			}
+			for _, w := range plugin.ConfigWarnings(cfg) {
+				fmt.Fprintln(a.streams.Err, "warning: "+w)
 			}
 			fmt.Fprintln(a.streams.Out, "OK")
 			return nil

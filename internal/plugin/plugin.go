@@ -47,6 +47,10 @@ type Builtin struct {
 	// the plugin is stopped (if it is a Stopper) when the Host closes or
 	// fails to load, even if its Register failed: Stop must be safe then.
 	New func(env Env) (Plugin, error)
+	// Warnings, if set, returns the risks of a configuration (the
+	// manifest's defaultConfig merged with plugins.<name>.config) that are
+	// not errors, for `beige config validate`. It must not reach anything.
+	Warnings func(name string, config map[string]any) []string
 }
 
 // DocFiles are the files a plugin's documentation folder holds.
@@ -131,6 +135,29 @@ func registered() map[string]Builtin {
 	regMu.RLock()
 	defer regMu.RUnlock()
 	return maps.Clone(registry)
+}
+
+// ConfigWarnings returns the warnings of the built-in plugins a config
+// enables (Builtin.Warnings), in the config's order.
+func ConfigWarnings(cfg *config.Config) []string {
+	bs := registered()
+	var out []string
+	for _, name := range cfg.PluginOrder {
+		p := cfg.Plugins[name]
+		if p == nil || p.Path != "" {
+			continue
+		}
+		b, ok := bs[name]
+		if !ok || b.Warnings == nil {
+			continue
+		}
+		var defaults map[string]any
+		if m, err := readDocsManifest(b.Docs); err == nil {
+			defaults = m.DefaultConfig
+		}
+		out = append(out, b.Warnings(name, MergeConfig(defaults, p.Config, nil))...)
+	}
+	return out
 }
 
 // Builtins returns the manifests of the built-in plugins by name, for

@@ -170,6 +170,22 @@ func ParseConfig(name string, raw map[string]any) (*Config, error) {
 	return &c, nil
 }
 
+// Warnings are the config's risks that are not errors: an allowedUsers
+// entry that is a @username lets in whoever holds that name next (users
+// can change or drop theirs, and someone else can take it).
+func (c *Config) Warnings(name string) []string {
+	if name == "" {
+		name = Name
+	}
+	var out []string
+	for _, u := range c.AllowedUsers {
+		if u.Username != "" {
+			out = append(out, fmt.Sprintf("plugins.%s.config.allowedUsers: \"@%s\" is a username, which can change hands: whoever holds it next is let in; list the numeric user id instead (the gateway log shows it for each message refused)", name, u.Username))
+		}
+	}
+	return out
+}
+
 // checkAgents reports agents of the mapping that are not configured.
 func (c *Config) checkAgents(name string, agents []string) error {
 	var errs []error

@@ -33,19 +33,29 @@ const setupTimeout = 10 * time.Second
 // run is one Start of the channel: the bot, its polling and the chats'
 // work, until its context ends.
 type run struct {
-	p      *Plugin
-	cfg    *Config
-	pc     plugin.PluginContext
-	log    *slog.Logger
-	bot    *bot.Bot
-	tr     *http.Transport
+	p     *Plugin
+	cfg   *Config
+	pc    plugin.PluginContext
+	log   *slog.Logger
+	bot   *bot.Bot
+	tr    *http.Transport
+	store *store
+	// ctx is the work's: it ends when Stop's drain is over (or the run
+	// fails), not with Start's context.
 	ctx    context.Context
-	cancel context.CancelFunc
+	cancel context.CancelFunc // ends the work and the polling
+	// pollCtx is the polling's: it ends with Start's context, at Stop, or
+	// with ctx. Then the run drains: no new work starts, what runs goes on.
+	pollCtx    context.Context
+	pollCancel context.CancelFunc
+	stopWatch  func() bool // ends the watch on Start's context
 
 	wg   sync.WaitGroup // every goroutine of the run
+	jobs sync.WaitGroup // the commands and prompts running
 	done chan struct{}  // closed when the run has ended
 
 	mu       sync.Mutex
+	draining bool   // Stop was called: no more work is started
 	username string // the bot's @username, without "@"; "" until known
 	queues   map[string]*queue
 	turns    map[string]*turn // the running prompt of each session
@@ -67,8 +77,25 @@ func newRun(ctx context.Context, p *Plugin, pc plugin.PluginContext) (*run, erro
 		queues: map[string]*queue{},
 		turns:  map[string]*turn{},
 	}
-	r.ctx, r.cancel = context.WithCancel(ctx)
+	st, err := openStore(p.dataDir, p.log)
+	if err != nil {
+		return nil, err
+	}
+	r.store = st
+	workCtx, workCancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.ctx = workCtx
+	r.pollCtx, r.pollCancel = context.WithCancel(ctx)
+	r.cancel = func() {
+		r.drain()
+		workCancel()
+	}
+	r.stopWatch = context.AfterFunc(ctx, r.drain)
 	b, err := bot.New(p.cfg.Token,
+		// Polling resumes after the last update the queue accepted, and an
+		// update is handed over (and so confirmed to Telegram by the next
+		// getUpdates) only once the handler took the one before it.
+		bot.WithInitialOffset(st.offset(time.Now())),
+		bot.WithUpdatesChannelCap(0),
 		bot.WithSkipGetMe(),
 		bot.WithServerURL(p.cfg.APIURL),
 		bot.WithHTTPClient(pollTimeout, &http.Client{Transport: tr, Timeout: pollTimeout + httpSlack}),
@@ -93,6 +120,7 @@ func (r *run) start() error {
 	r.wg.Add(1) // held until start returns, so that done waits for it
 	go func() {
 		r.wg.Wait()
+		r.stopWatch()
 		r.tr.CloseIdleConnections()
 		close(r.done)
 	}()
@@ -108,10 +136,20 @@ func (r *run) start() error {
 		r.wg.Add(1)
 		go r.retrySetup()
 	}
+	left, err := r.store.restore()
+	if err != nil {
+		r.log.Error("telegram: cannot save the queue of waiting messages", "error", err)
+	}
+	if len(left) > 0 {
+		r.log.Info("telegram: answering the messages left by the last run", "count", len(left))
+	}
+	for _, in := range left {
+		r.dispatch(in)
+	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		r.bot.Start(r.ctx) // returns when r.ctx ends
+		r.bot.Start(r.pollCtx) // returns when the polling ends
 	}()
 	r.log.Info("telegram: polling", "bot", "@"+r.botName(), "apiUrl", r.cfg.APIURL)
 	return nil
@@ -185,8 +223,29 @@ func (r *run) botName() string {
 	return r.username
 }
 
-// stop ends the run and waits for it, as long as ctx allows.
+// stop ends the polling, lets the running prompts and commands finish as
+// long as ctx allows (what has not started stays in the queue for the next
+// start), then ends the run and waits for it.
 func (r *run) stop(ctx context.Context) error {
+	r.drain()
+	idle := make(chan struct{})
+	go func() {
+		r.jobs.Wait()
+		close(idle)
+	}()
+	// Leave a part of ctx's time for the cancelled work to end.
+	until := ctx
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		until, cancel = context.WithDeadline(ctx, d.Add(-min(time.Second, time.Until(d)/4)))
+		defer cancel()
+	}
+	select {
+	case <-idle:
+	case <-until.Done():
+		r.log.Warn("telegram: stopping: the running answers did not finish in time; they are answered again at the next start")
+	case <-r.ctx.Done():
+	}
 	r.cancel()
 	select {
 	case <-r.done:
@@ -194,6 +253,15 @@ func (r *run) stop(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("telegram: stop: %w", ctx.Err())
 	}
+}
+
+// drain ends the polling; no more work is started (what is queued stays
+// in the durable queue for the next start), what runs goes on.
+func (r *run) drain() {
+	r.mu.Lock()
+	r.draining = true
+	r.mu.Unlock()
+	r.pollCancel()
 }
 
 func (r *run) finished() bool {
@@ -209,7 +277,7 @@ func (r *run) finished() bool {
 // calls, which it retries with a growing delay up to 5 s). A refused token
 // stops the channel; the same error is logged at most once a minute.
 func (r *run) pollError(err error) {
-	if r.ctx.Err() != nil {
+	if r.pollCtx.Err() != nil {
 		return
 	}
 	msg := r.redact(err)
@@ -237,52 +305,124 @@ func (r *run) logSendError(t target, err error) {
 }
 
 // onUpdate receives each update, in order, on the library's one worker. It
-// must not block: it checks the sender and queues the work.
+// must not block: it checks the sender, writes the update to the durable
+// queue and queues the work.
 func (r *run) onUpdate(_ context.Context, _ *bot.Bot, upd *models.Update) {
-	if upd == nil || upd.Message == nil || r.ctx.Err() != nil {
+	if upd == nil || r.ctx.Err() != nil {
 		return
 	}
-	r.handleMessage(upd.Message)
-}
-
-func (r *run) handleMessage(msg *models.Message) {
-	from := msg.From
-	if from == nil || from.IsBot {
-		r.log.Debug("telegram: message without a user sender, ignored", "chat_id", msg.Chat.ID)
-		return
-	}
-	if !r.cfg.allowed(from.ID, from.Username) {
-		r.log.Warn("telegram: message from a user not in allowedUsers, ignored",
-			"user_id", from.ID, "username", from.Username, "chat_id", msg.Chat.ID)
-		return
-	}
-	t := r.target(msg)
-	text := strings.TrimSpace(msg.Text)
-	if text == "" {
-		if msg.Chat.Type == models.ChatTypePrivate && hasMedia(msg) {
-			r.enqueueCommand(t, func(ctx context.Context) string {
-				return "Sorry, I can only read text messages."
-			})
-		}
-		return
-	}
-	name, args, kind := parseCommand(text, r.botName())
-	switch kind {
-	case forOtherBot:
-		return
-	case isCommand:
-		if name == "stop" { // not queued: it must reach a running prompt
+	in := r.intake(upd)
+	if in != nil && in.Text != "" {
+		if name, _, kind := parseCommand(in.Text, r.botName()); kind == isCommand && name == "stop" {
+			// Not queued: it must reach a running prompt.
+			t := r.inboundTarget(*in)
 			r.wg.Add(1)
 			go func() {
 				defer r.wg.Done()
 				r.reply(t, r.cmdStop(t))
 			}()
-			return
+			in = nil
 		}
-		r.enqueueCommand(t, func(ctx context.Context) string { return r.command(ctx, t, name, args) })
+	}
+	fresh, err := r.store.accept(upd.ID, in)
+	switch {
+	case !fresh:
+		r.log.Debug("telegram: update already queued, ignored", "update_id", upd.ID)
+		return
+	case errors.Is(err, errQueueFull):
+		r.log.Warn("telegram: too many messages waiting; one refused", "chat_id", in.ChatID, "max", maxQueued)
+		t := r.inboundTarget(*in)
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			r.reply(t, "😢 Too many messages are waiting; this one was not taken. Please send it again later.")
+		}()
+		return
+	case err != nil:
+		r.log.Error("telegram: cannot save the queue of waiting messages; a restart would lose this one", "error", err)
+	}
+	if in != nil {
+		r.dispatch(*in)
+	}
+}
+
+// intake returns the message of an update that needs work, nil for one
+// that is ignored (not a message, from no user, a bot or a user not
+// allowed, without text or media).
+func (r *run) intake(upd *models.Update) *inbound {
+	msg := upd.Message
+	if msg == nil {
+		return nil
+	}
+	from := msg.From
+	if from == nil || from.IsBot {
+		r.log.Debug("telegram: message without a user sender, ignored", "chat_id", msg.Chat.ID)
+		return nil
+	}
+	if !r.cfg.allowed(from.ID, from.Username) {
+		r.log.Warn("telegram: message from a user not in allowedUsers, ignored",
+			"user_id", from.ID, "username", from.Username, "chat_id", msg.Chat.ID)
+		return nil
+	}
+	in := &inbound{
+		UpdateID: upd.ID, MsgID: msg.ID, ChatID: msg.Chat.ID, ChatType: string(msg.Chat.Type),
+		FromID: from.ID, FromName: from.Username, Text: strings.TrimSpace(msg.Text),
+		Received: time.Now().UTC(),
+	}
+	if msg.MessageThreadID != 0 && (msg.IsTopicMessage || msg.Chat.IsForum || msg.ReplyToMessage == nil) {
+		// A message_thread_id names a forum topic; in a group without
+		// topics it names a reply chain, which stays in the chat's session.
+		in.ThreadID = msg.MessageThreadID
+	}
+	if in.Text == "" {
+		if msg.Chat.Type != models.ChatTypePrivate || !hasMedia(msg) {
+			return nil
+		}
+		in.Media = true
+	}
+	return in
+}
+
+// dispatch queues the work of an accepted message. The sender is checked
+// again: the queue may come from a run with another allowedUsers.
+func (r *run) dispatch(in inbound) {
+	t := r.inboundTarget(in)
+	if !r.cfg.allowed(in.FromID, in.FromName) {
+		r.log.Warn("telegram: queued message from a user no longer in allowedUsers, dropped",
+			"user_id", in.FromID, "chat_id", in.ChatID)
+		r.store.done(in.UpdateID)
 		return
 	}
-	r.enqueuePrompt(t, msg.ID, text)
+	if in.Attempts > maxAttempts {
+		r.log.Error("telegram: a message was tried at too many starts; given up",
+			"chat_id", in.ChatID, "update_id", in.UpdateID, "attempts", in.Attempts-1)
+		r.enqueueCommand(t, in.UpdateID, func(ctx context.Context) string {
+			r.reply(t, "😢 Sorry, I could not answer one of your messages: the gateway stopped each time it was worked on.")
+			r.react(ctx, t, in.MsgID, reactionFailed)
+			return ""
+		})
+		return
+	}
+	if in.Text == "" {
+		r.enqueueCommand(t, in.UpdateID, func(ctx context.Context) string {
+			return "Sorry, I can only read text messages."
+		})
+		return
+	}
+	name, args, kind := parseCommand(in.Text, r.botName())
+	switch kind {
+	case forOtherBot:
+		r.store.done(in.UpdateID)
+		return
+	case isCommand:
+		if name == "stop" { // only from an old queue: a /stop cannot wait
+			r.store.done(in.UpdateID)
+			return
+		}
+		r.enqueueCommand(t, in.UpdateID, func(ctx context.Context) string { return r.command(ctx, t, name, args) })
+		return
+	}
+	r.enqueuePrompt(t, in)
 }
 
 func hasMedia(m *models.Message) bool {
@@ -290,14 +430,9 @@ func hasMedia(m *models.Message) bool {
 		m.Video != nil || m.VideoNote != nil || m.Sticker != nil || m.Animation != nil
 }
 
-// target is where a message's session lives. A message_thread_id names a
-// forum topic; in a group without topics it names a reply chain, which
-// stays in the chat's session.
-func (r *run) target(msg *models.Message) target {
-	t := target{chatID: msg.Chat.ID, chat: strconv.FormatInt(msg.Chat.ID, 10)}
-	if msg.MessageThreadID != 0 && (msg.IsTopicMessage || msg.Chat.IsForum || msg.ReplyToMessage == nil) {
-		t.threadID = msg.MessageThreadID
-	}
+// inboundTarget is where a message's session lives.
+func (r *run) inboundTarget(in inbound) target {
+	t := target{chatID: in.ChatID, chat: strconv.FormatInt(in.ChatID, 10), threadID: in.ThreadID}
 	t.key = sessionKey(r.p.name, t.chatID, t.threadID)
 	t.agent = r.cfg.agentFor(t.chatID, t.threadID)
 	return t
@@ -320,7 +455,9 @@ type job struct {
 	drop  func()          // for prompts: called instead of run when dropped
 }
 
-func (r *run) enqueueCommand(t target, fn func(ctx context.Context) string) {
+// enqueueCommand queues a command of the update updateID: fn runs it and
+// returns the reply, sent as plain text; then the update is done.
+func (r *run) enqueueCommand(t target, updateID int64, fn func(ctx context.Context) string) {
 	done := make(chan struct{})
 	j := job{run: func() {
 		defer close(done)
@@ -328,6 +465,9 @@ func (r *run) enqueueCommand(t target, fn func(ctx context.Context) string) {
 		defer cancel()
 		if text := fn(ctx); text != "" {
 			r.reply(t, text)
+		}
+		if r.ctx.Err() == nil {
+			r.store.done(updateID)
 		}
 	}}
 	r.mu.Lock()
@@ -342,19 +482,20 @@ func (r *run) enqueueCommand(t target, fn func(ctx context.Context) string) {
 	}
 }
 
-func (r *run) enqueuePrompt(t target, msgID int, text string) {
+func (r *run) enqueuePrompt(t target, in inbound) {
 	seen := make(chan struct{})
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		defer close(seen)
-		r.react(r.ctx, t, msgID, reactionSeen)
+		r.react(r.ctx, t, in.MsgID, reactionSeen)
 	}()
 	j := job{
-		run: func() { r.runPrompt(t, msgID, text, seen) },
+		run: func() { r.runPrompt(t, in, seen) },
 		drop: func() {
 			<-seen
-			r.react(r.ctx, t, msgID, reactionNone)
+			r.react(r.ctx, t, in.MsgID, reactionNone)
+			r.store.done(in.UpdateID)
 		},
 	}
 	r.mu.Lock()
@@ -380,7 +521,8 @@ func (r *run) queue(key string) *queue {
 }
 
 // work runs the commands (or the prompts) of a session until none is
-// left.
+// left, or the run drains or ends: what has not started then stays in the
+// durable queue, for the next start.
 func (r *run) work(key string, q *queue, cmds bool) {
 	defer r.wg.Done()
 	for {
@@ -389,7 +531,7 @@ func (r *run) work(key string, q *queue, cmds bool) {
 		if cmds {
 			list, busy = &q.cmds, &q.cmdBusy
 		}
-		if len(*list) == 0 || r.ctx.Err() != nil {
+		if len(*list) == 0 || r.draining || r.ctx.Err() != nil {
 			*list = nil
 			*busy = false
 			if !q.cmdBusy && !q.promptBusy && r.queues[key] == q {
@@ -400,16 +542,30 @@ func (r *run) work(key string, q *queue, cmds bool) {
 		}
 		j := (*list)[0]
 		*list = (*list)[1:]
+		r.jobs.Add(1)
 		r.mu.Unlock()
-		if j.after != nil {
-			select {
-			case <-j.after:
-			case <-r.ctx.Done():
-				continue
-			}
-		}
-		j.run()
+		r.runJob(j)
 	}
+}
+
+// runJob runs a job once the commands before it are done, unless the run
+// drains or ends first.
+func (r *run) runJob(j job) {
+	defer r.jobs.Done()
+	if j.after != nil {
+		select {
+		case <-j.after:
+		case <-r.ctx.Done():
+			return
+		}
+		r.mu.Lock()
+		draining := r.draining
+		r.mu.Unlock()
+		if draining {
+			return
+		}
+	}
+	j.run()
 }
 
 // dropPrompts removes the prompts of a session that have not started; it
@@ -437,7 +593,9 @@ func (r *run) reply(t target, text string) {
 }
 
 // runPrompt sends one message to the agent and the answer to the chat.
-func (r *run) runPrompt(t target, msgID int, text string, seen <-chan struct{}) {
+// The update is done once the answer was delivered, or the user was told
+// why not; if the run ends first it stays queued, for the next start.
+func (r *run) runPrompt(t target, in inbound, seen <-chan struct{}) {
 	settings := r.pc.Settings(t.key, r.cfg.Defaults.settings())
 	verbose := boolSetting(settings, "verbose", false)
 	streaming := boolSetting(settings, "streaming", true)
@@ -456,7 +614,7 @@ func (r *run) runPrompt(t target, msgID int, text string, seen <-chan struct{}) 
 
 	stopTyping := r.typing(t)
 	rep := newReply(r, t, streaming)
-	req := plugin.PromptRequest{Agent: t.agent, SessionKey: t.key, Message: text, OnEvent: rep.onEvent}
+	req := plugin.PromptRequest{Agent: t.agent, SessionKey: t.key, Message: in.Text, OnEvent: rep.onEvent}
 	if verbose {
 		req.OnToolStart = rep.onToolStart
 	}
@@ -464,8 +622,9 @@ func (r *run) runPrompt(t target, msgID int, text string, seen <-chan struct{}) 
 	stopTyping()
 
 	reaction := reactionDone
+	told := true // the user has the answer, or knows there is none
 	switch {
-	case r.ctx.Err() != nil: // shutting down: nothing more is sent
+	case r.ctx.Err() != nil: // shutting down: answered by the next start
 		rep.finish("", false)
 		return
 	case err != nil && tu.stopped.Load():
@@ -473,22 +632,43 @@ func (r *run) runPrompt(t target, msgID int, text string, seen <-chan struct{}) 
 		reaction = reactionNone
 	case err != nil:
 		rep.finish("", false)
-		r.log.Warn("telegram: prompt failed", "agent", t.agent, "session", t.key, "error", err)
-		r.reply(t, "⚠️ "+clip(err.Error(), 1000))
+		r.log.Warn("telegram: prompt failed", "agent", t.agent, "session", t.key, "error", r.redactSecrets(err.Error()))
 		reaction = reactionFailed
+		told = r.tell(t, "⚠️ Sorry, no answer: "+userError(err)+" The gateway log has the details.")
 	default:
 		answer := ""
 		if res != nil {
 			answer = res.Text
 		}
-		rep.finish(answer, true)
+		lost := rep.finish(answer, true)
+		if errors.Is(lost, errUnfinished) || r.ctx.Err() != nil {
+			return
+		}
+		if lost != nil {
+			r.log.Warn("telegram: an answer could not be delivered", "agent", t.agent, "session", t.key, "error", r.redactSecrets(lost.Error()))
+			reaction = reactionFailed
+			told = r.tell(t, "😢 Sorry, the answer could not be delivered"+deliveryReason(lost)+".")
+		}
+	}
+	if told {
+		r.store.done(in.UpdateID)
 	}
 	select {
 	case <-seen:
 	case <-r.ctx.Done():
 		return
 	}
-	r.react(r.ctx, t, msgID, reaction)
+	r.react(r.ctx, t, in.MsgID, reaction)
+}
+
+// tell sends the user a short note (why there is no answer); it reports
+// whether it was delivered.
+func (r *run) tell(t target, text string) bool {
+	if _, err := r.sendPlain(r.ctx, t, text); err != nil {
+		r.logSendError(t, err)
+		return false
+	}
+	return true
 }
 
 // boolSetting reads a boolean setting, accepting "on"/"off" strings too.

@@ -28,38 +28,64 @@ func (t target) chatRef() any {
 	return t.chat
 }
 
-// The limits on Bot API calls: one call may take callTimeout; a 429 (too
-// many requests) is retried at most maxRetries times, and only when
-// Telegram asks to wait at most maxRetryAfter.
-const (
-	callTimeout   = 30 * time.Second
-	maxRetries    = 2
-	maxRetryAfter = 30 * time.Second
+// The limits on Bot API calls: one attempt may take callTimeout; a call
+// that fails for a reason that may pass (a 5xx, a 429, a timeout, a
+// connection error) is retried with a growing delay, starting at
+// retryFirst and at most retryMax apart (or as long as a 429's
+// retry_after says), until sendDeadline after the first attempt. They are
+// variables so that tests can shorten them.
+var (
+	callTimeout  = 30 * time.Second
+	sendDeadline = 2 * time.Minute
+	retryFirst   = time.Second
+	retryMax     = 30 * time.Second
+	// retryAfterUnit is the unit of a 429's retry_after.
+	retryAfterUnit = time.Second
 )
 
-// withRetry runs one Bot API call, retrying it when Telegram says to slow
-// down (429 with retry_after), a bounded number of times.
+// withRetry runs one Bot API call, retrying it while it fails for a reason
+// that may pass (see retryable), within sendDeadline. A 429's retry_after
+// is honoured: when it points past the deadline the call fails at once.
 func withRetry[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	for attempt := 0; ; attempt++ {
-		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	deadline := time.Now().Add(sendDeadline)
+	delay := retryFirst
+	for {
+		cctx, cancel := context.WithTimeout(ctx, min(callTimeout, max(time.Until(deadline), time.Millisecond)))
 		v, err := f(cctx)
 		cancel()
+		if err == nil || ctx.Err() != nil || !retryable(err) {
+			return v, err
+		}
+		wait := delay
+		delay = min(delay*2, retryMax)
 		var tm *bot.TooManyRequestsError
-		if err == nil || !errors.As(err, &tm) || attempt >= maxRetries {
+		if errors.As(err, &tm) {
+			wait = max(time.Duration(tm.RetryAfter)*retryAfterUnit, retryFirst)
+		}
+		if time.Now().Add(wait).After(deadline) {
 			return v, err
 		}
-		wait := max(time.Duration(tm.RetryAfter)*time.Second, time.Second)
-		if wait > maxRetryAfter {
+		if !sleep(ctx, wait) {
 			return v, err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return v, err
-		case <-t.C:
 		}
 	}
+}
+
+// retryable reports whether a failed Bot API call may work when tried
+// again: Telegram refused it for a reason of its own (a 5xx, a 429, an
+// answer that is not its JSON), or it did not answer in time, or the
+// connection failed. A request Telegram judged (400, 401, 403, 404, 409,
+// a migrated chat) fails the same way again.
+func retryable(err error) bool {
+	var mig *bot.MigrateError
+	switch {
+	case err == nil, errors.As(err, &mig):
+		return false
+	case errors.Is(err, bot.ErrorBadRequest), errors.Is(err, bot.ErrorUnauthorized),
+		errors.Is(err, bot.ErrorForbidden), errors.Is(err, bot.ErrorNotFound), errors.Is(err, bot.ErrorConflict):
+		return false
+	}
+	return true
 }
 
 // isParseError reports whether Telegram refused a message's formatting.

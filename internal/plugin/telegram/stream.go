@@ -2,6 +2,7 @@ package telegram
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -30,9 +31,10 @@ type reply struct {
 	wake    chan struct{} // capacity 1
 	exited  chan struct{}
 
-	// Owned by the loop.
+	// Owned by the loop; read by finish once the loop has exited.
 	seg    segment
-	closed bool // a tool line was sent after seg: new text starts a new segment
+	closed bool  // a tool line was sent after seg: new text starts a new segment
+	lost   error // a part of the answer that could not be delivered
 }
 
 // segment is the text of one assistant message as it streams: pieces of
@@ -130,10 +132,27 @@ func (p *reply) onToolStart(summary string) {
 // finish sends the rest of the answer and waits until everything is sent.
 // With replace, text is the final answer: it replaces what streamed of the
 // last message (or is sent whole when not streaming); without, what
-// streamed stays as it is (the prompt failed or was stopped).
-func (p *reply) finish(text string, replace bool) {
+// streamed stays as it is (the prompt failed or was stopped). It returns
+// the error of a part of the answer that could not be delivered, even
+// after retrying, and errUnfinished if the run ended first.
+func (p *reply) finish(text string, replace bool) error {
 	p.push(item{kind: itemFinish, text: text, replace: replace})
 	<-p.exited
+	if p.lost == nil && p.r.ctx.Err() != nil {
+		return errUnfinished
+	}
+	return p.lost
+}
+
+// errUnfinished is finish's error when the channel stopped before the
+// answer was sent.
+var errUnfinished = errors.New("telegram: the channel stopped before the answer was sent")
+
+// lose records a part of the answer that could not be delivered.
+func (p *reply) lose(err error) {
+	if err != nil && p.lost == nil {
+		p.lost = err
+	}
 }
 
 func (p *reply) loop() {
@@ -215,6 +234,7 @@ func (p *reply) finishWith(text string, replace bool) {
 		if replace && strings.TrimSpace(text) != "" {
 			if _, err := p.r.sendText(p.r.ctx, p.t, text); err != nil {
 				p.r.logSendError(p.t, err)
+				p.lose(err)
 			}
 		}
 		return
@@ -235,7 +255,7 @@ func (p *reply) finishWith(text string, replace bool) {
 			seg.text = text
 		}
 	}
-	p.flush()
+	p.lose(p.flush())
 }
 
 // newSegment starts a new message for the text that follows.
@@ -264,53 +284,65 @@ func (p *reply) untilUpdate() time.Duration {
 
 // flush brings the messages up to date with the segment's text: pieces
 // past MaxMessageLen are made final and the rest goes to a new message.
-// Each edit waits for editEvery after the message's last update.
-func (p *reply) flush() {
+// Each edit waits for editEvery after the message's last update. A final
+// piece that could not be delivered is recorded as lost; the error of the
+// last message's update is returned (it is tried again by the next flush).
+func (p *reply) flush() error {
 	seg := &p.seg
 	for p.r.ctx.Err() == nil {
 		view := seg.text[seg.base:]
 		if utf16Len(view) > MaxMessageLen {
 			piece := splitText(view, MaxMessageLen)[0]
-			p.show(piece)
+			if seg.shown != piece {
+				p.lose(p.show(piece))
+			}
 			seg.base += len(piece)
 			seg.msgID, seg.shown, seg.lastSent = 0, "", time.Time{}
 			continue
 		}
 		if view != seg.shown && pieceText(view) != "" {
-			p.show(view)
+			return p.show(view)
 		}
-		return
+		return nil
 	}
+	return nil
 }
 
 // show puts text (a piece of the segment starting at seg.base) in the
-// segment's message: sent if there is none yet, else edited.
-func (p *reply) show(text string) {
+// segment's message: sent if there is none yet, else edited. When that
+// fails (after retrying), the message is left as it was, so that the next
+// flush tries again.
+func (p *reply) show(text string) error {
 	seg := &p.seg
 	r := p.r
 	var in *fence
 	if f, open := fenceAfter(seg.text[:seg.base]); open {
 		in = &f
 	}
-	if seg.msgID == 0 {
-		id, err := r.sendPiece(r.ctx, p.t, text, in)
-		if err != nil {
-			r.logSendError(p.t, err)
-		}
-		seg.msgID = id
-	} else {
+	if seg.msgID != 0 {
 		if wait := p.untilUpdate(); wait > 0 && !sleep(r.ctx, wait) {
-			return
+			return errUnfinished
 		}
 		err := r.editPiece(r.ctx, p.t, seg.msgID, text, in)
-		if isGone(err) {
-			seg.msgID = 0 // deleted by the user: the next update sends anew
-		} else if err != nil {
+		switch {
+		case err == nil:
+			seg.shown, seg.lastSent = text, time.Now()
+			return nil
+		case !isGone(err):
 			r.logSendError(p.t, err)
+			seg.lastSent = time.Now()
+			return err
 		}
+		seg.msgID = 0 // deleted by the user: sent anew
 	}
-	seg.shown = text
+	id, err := r.sendPiece(r.ctx, p.t, text, in)
 	seg.lastSent = time.Now()
+	if err != nil {
+		r.logSendError(p.t, err)
+		return err
+	}
+	seg.msgID, seg.shown = id, text
+	return nil
 }
 
 // sleep waits d unless ctx ends first; it reports whether d passed.

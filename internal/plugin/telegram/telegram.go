@@ -29,16 +29,17 @@ var docs embed.FS
 const Name = "telegram"
 
 func init() {
-	plugin.Register(plugin.Builtin{Name: Name, Docs: docs, New: New})
+	plugin.Register(plugin.Builtin{Name: Name, Docs: docs, New: New, Warnings: configWarnings})
 }
 
 // Plugin is the telegram plugin. It is its own channel: Register registers
 // it, the gateway Starts it, and Stop (or the end of Start's context) ends
 // the polling.
 type Plugin struct {
-	name string
-	cfg  *Config
-	log  *slog.Logger
+	name    string
+	cfg     *Config
+	log     *slog.Logger
+	dataDir string // $BEIGE_HOME/data/<name>: the durable queue; "" keeps it in memory
 
 	mu  sync.Mutex
 	cur *run // the running bot, nil before Start
@@ -65,7 +66,17 @@ func New(env plugin.Env) (plugin.Plugin, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Plugin{name: name, cfg: cfg, log: log}, nil
+	return &Plugin{name: name, cfg: cfg, log: log, dataDir: env.DataDir}, nil
+}
+
+// configWarnings is the plugin's Builtin.Warnings: those of a config that
+// parses (a config that does not is reported when the gateway starts).
+func configWarnings(name string, raw map[string]any) []string {
+	cfg, err := ParseConfig(name, raw)
+	if err != nil {
+		return nil
+	}
+	return cfg.Warnings(name)
 }
 
 // Register registers the channel.
@@ -88,6 +99,9 @@ func (p *Plugin) Start(ctx context.Context, pc plugin.PluginContext) error {
 	}
 	if err := p.cfg.checkAgents(p.name, pc.Agents()); err != nil {
 		return err
+	}
+	for _, w := range p.cfg.Warnings(p.name) {
+		p.log.Warn("telegram: " + w)
 	}
 	p.mu.Lock()
 	if p.cur != nil && !p.cur.finished() {

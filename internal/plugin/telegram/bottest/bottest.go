@@ -9,6 +9,7 @@ package bottest
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -40,7 +41,23 @@ type Server struct {
 	changed chan struct{} // closed and replaced on every change
 	// reject, if set, may refuse a call (SetReject).
 	reject func(c Call) (int, string)
+	// fault, if set, may make a call fail (SetFault).
+	fault func(c Call) Fault
 }
+
+// Fault is how a call fails: after Delay (a timeout, when longer than the
+// client waits), with Code and Desc (and retry_after for a 429), or with
+// Body as it is (a proxy's HTML error page, say). The zero Fault lets the
+// call through.
+type Fault struct {
+	Code       int
+	Desc       string
+	RetryAfter int // seconds, for a 429; 0 means 1
+	Delay      time.Duration
+	Body       string // sent instead of the JSON error, with status Code
+}
+
+func (f Fault) none() bool { return f.Code == 0 && f.Delay == 0 && f.Body == "" }
 
 // Call is one recorded call: its method and parameters (values as
 // sent: strings, or JSON text for objects).
@@ -80,6 +97,14 @@ func (f *Server) SetReject(reject func(c Call) (code int, desc string)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reject = reject
+}
+
+// SetFault makes calls fail as fault says; it takes over from SetReject's
+// function for the calls it fails.
+func (f *Server) SetFault(fault func(c Call) Fault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fault = fault
 }
 
 // Close stops the server; nothing listens at its URL any more.
@@ -153,14 +178,32 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	c := Call{Method: method, Params: params, At: time.Now()}
 	f.mu.Lock()
-	reject := f.reject
+	reject, faultFn := f.reject, f.fault
 	f.mu.Unlock()
 	code, desc := 0, ""
 	if reject != nil {
 		code, desc = reject(c)
 	}
+	var fault Fault
+	if faultFn != nil {
+		if fault = faultFn(c); !fault.none() {
+			code, desc = fault.Code, fault.Desc
+		}
+	}
+	if fault.Delay > 0 {
+		select {
+		case <-time.After(fault.Delay):
+		case <-r.Context().Done():
+			c.Rejected = true
+			f.mu.Lock()
+			f.calls = append(f.calls, c)
+			f.notify()
+			f.mu.Unlock()
+			return
+		}
+	}
 	f.mu.Lock()
-	c.Rejected = code != 0
+	c.Rejected = code != 0 || fault.Body != ""
 	switch {
 	case c.Rejected:
 	case method == "sendMessage":
@@ -172,8 +215,14 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	f.calls = append(f.calls, c)
 	f.notify()
 	f.mu.Unlock()
+	if fault.Body != "" {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(cmp.Or(code, http.StatusBadGateway))
+		io.WriteString(w, fault.Body)
+		return
+	}
 	if code != 0 {
-		writeAPI(w, code, desc, nil)
+		writeError(w, code, desc, fault.RetryAfter)
 		return
 	}
 	switch method {
@@ -195,6 +244,17 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 func (f *Server) getUpdates(w http.ResponseWriter, r *http.Request, params map[string]string) {
 	offset, _ := strconv.Atoi(params["offset"])
 	timeout, _ := strconv.Atoi(params["timeout"])
+	// Like Telegram, an offset confirms the updates before it: they are
+	// never sent again.
+	f.mu.Lock()
+	kept := f.updates[:0]
+	for _, u := range f.updates {
+		if u["update_id"].(int) >= offset {
+			kept = append(kept, u)
+		}
+	}
+	f.updates = kept
+	f.mu.Unlock()
 	deadline := time.After(time.Duration(timeout) * time.Second)
 	for {
 		f.mu.Lock()
@@ -222,17 +282,22 @@ func (f *Server) getUpdates(w http.ResponseWriter, r *http.Request, params map[s
 }
 
 func writeAPI(w http.ResponseWriter, code int, desc string, result any) {
-	w.Header().Set("Content-Type", "application/json")
 	if code != 0 {
-		w.WriteHeader(code)
-		body := map[string]any{"ok": false, "error_code": code, "description": desc}
-		if code == http.StatusTooManyRequests {
-			body["parameters"] = map[string]any{"retry_after": 1}
-		}
-		json.NewEncoder(w).Encode(body)
+		writeError(w, code, desc, 0)
 		return
 	}
+	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{"ok": true, "result": result})
+}
+
+func writeError(w http.ResponseWriter, code int, desc string, retryAfter int) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	body := map[string]any{"ok": false, "error_code": code, "description": desc}
+	if code == http.StatusTooManyRequests {
+		body["parameters"] = map[string]any{"retry_after": cmp.Or(retryAfter, 1)}
+	}
+	json.NewEncoder(w).Encode(body)
 }
 
 // readParams reads a Bot API request's parameters, whatever its encoding.
