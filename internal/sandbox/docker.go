@@ -222,6 +222,11 @@ func (d *Docker) ensure(ctx context.Context, spec Spec) (*dockerSandbox, error) 
 			log.Debug("sandbox re-attached", "id", shortID(c.ID))
 			return d.track(ctx, spec, c.ID), nil
 		case container.StatePaused:
+			if sb := d.tracked(spec.Agent, c.ID); sb != nil && sb.isFrozen() {
+				// Frozen by this runtime (a plugin is checking files): it
+				// stays so until thawed.
+				return sb, nil
+			}
 			// A gateway stopped while it had the sandbox frozen.
 			if _, err := d.api.ContainerUnpause(ctx, c.ID, client.ContainerUnpauseOptions{}); err != nil {
 				return nil, fmt.Errorf("unpause container %s: %w", name, err)
@@ -357,6 +362,16 @@ func (d *Docker) track(ctx context.Context, spec Spec, id string) *dockerSandbox
 	}
 	sb.helper(ctx) // start the helper now; on failure calls use docker exec
 	return sb
+}
+
+// tracked returns the sandbox handle of agent when its container is id.
+func (d *Docker) tracked(agent, id string) *dockerSandbox {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if sb := d.boxes[agent]; sb != nil && sb.id == id {
+		return sb
+	}
+	return nil
 }
 
 // untrack forgets the sandbox of agent (only if its container is id, when

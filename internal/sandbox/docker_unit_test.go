@@ -567,3 +567,37 @@ func TestEnsureMountsReplaced(t *testing.T) {
 		sb = sb3
 	}
 }
+
+// Ensure never thaws a sandbox this runtime froze itself (a plugin is
+// checking workspace files): only a freeze left by a stopped gateway.
+func TestEnsureKeepsOwnFreeze(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeAPI()
+	d := newDocker(f, DockerOptions{DisableHelper: true})
+	spec := fakeSpec(t, "a")
+	sb, err := d.Ensure(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	thaw, err := sb.(Freezer).Freeze(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.containers[sb.ID()].state = container.StatePaused
+	f.callList()
+	if sb2, err := d.Ensure(ctx, spec); err != nil || sb2 != sb {
+		t.Fatalf("Ensure while frozen: %v", err)
+	}
+	if calls := f.callList(); hasCall(calls, "ContainerUnpause") {
+		t.Errorf("Ensure thawed the sandbox while a freeze was held: %q", calls)
+	}
+	thaw()
+	if calls := f.callList(); !hasCall(calls, "ContainerUnpause") {
+		t.Errorf("thaw did not unpause: %q", calls)
+	}
+	// A freeze of a container that has gone says ErrNotRunning.
+	f.fail["ContainerPause"] = cerrdefs.ErrNotFound.WithMessage("no such container")
+	if _, err := sb.(Freezer).Freeze(ctx); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("freeze of a removed container: %v", err)
+	}
+}

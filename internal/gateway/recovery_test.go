@@ -1,0 +1,93 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/beige-dev/beige/internal/sandbox"
+	"github.com/beige-dev/beige/internal/sandbox/sandboxtest"
+)
+
+// A sandbox killed, stopped or removed behind the gateway's back is
+// started or recreated by the next call, which succeeds (after a kill,
+// within 2 s).
+func TestSandboxRecoversFromFaults(t *testing.T) {
+	g := startGateway(t, "phoenix")
+	a := g.agents[0]
+	c := sandboxtest.RequireDocker(t)
+	name := sandbox.ContainerName(a)
+	if text, isErr := g.tool(t, a, "exec", map[string]any{"command": "echo up"}); isErr || !strings.Contains(text, "up") {
+		t.Fatalf("first call: %q", text)
+	}
+	ctx := context.Background()
+	for _, fault := range []struct {
+		name  string
+		do    func() error
+		limit time.Duration
+	}{
+		{"docker kill", func() error { _, err := c.ContainerKill(ctx, name, client.ContainerKillOptions{}); return err }, 2 * time.Second},
+		{"docker stop", func() error {
+			timeout := 1
+			_, err := c.ContainerStop(ctx, name, client.ContainerStopOptions{Timeout: &timeout})
+			return err
+		}, 2 * time.Second},
+		{"docker rm -f", func() error {
+			_, err := c.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true})
+			return err
+		}, 5 * time.Second},
+	} {
+		if err := fault.do(); err != nil {
+			t.Fatalf("%s: %v", fault.name, err)
+		}
+		for range 50 { // the engine has acted on it
+			info, err := c.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+			if err != nil || !info.Container.State.Running {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		start := time.Now()
+		text, isErr := g.tool(t, a, "exec", map[string]any{"command": "echo back"})
+		took := time.Since(start)
+		if isErr || !strings.Contains(text, "back") {
+			t.Errorf("after %s: the next call failed: %q", fault.name, text)
+		}
+		if took > fault.limit {
+			t.Errorf("after %s: the next call took %v, want at most %v", fault.name, took, fault.limit)
+		} else {
+			t.Logf("after %s: the next call took %v", fault.name, took)
+		}
+		if h := g.Health(ctx); h.Status != "ok" {
+			t.Errorf("after %s: health %+v", fault.name, h)
+		}
+	}
+}
+
+// downEngine is a runtime whose engine does not answer.
+type downEngine struct{ sandbox.Runtime }
+
+func (downEngine) Ping(context.Context) error {
+	return errors.New("cannot connect to the Docker daemon")
+}
+
+// An engine that is down makes the health degraded, with the reason, even
+// for an agent whose sandbox was ready.
+func TestHealthEngineDown(t *testing.T) {
+	g := startGateway(t, "lonely")
+	ctx := context.Background()
+	if h := g.Health(ctx); h.Status != "ok" {
+		t.Fatalf("health = %+v", h)
+	}
+	rt := g.runtime
+	g.runtime = downEngine{rt}
+	h := g.Health(ctx)
+	g.runtime = rt
+	if h.Status != "degraded" || !strings.Contains(h.Agents[g.agents[0]], "sandbox engine: cannot connect to the Docker daemon") {
+		t.Errorf("health with the engine down = %+v", h)
+	}
+}
