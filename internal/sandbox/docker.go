@@ -256,6 +256,9 @@ func (d *Docker) create(ctx context.Context, spec Spec, hash string, log *slog.L
 	if err := prepareHost(spec, log); err != nil {
 		return nil, err
 	}
+	if err := giveWorkspace(spec, log); err != nil { // no container of the agent runs now
+		return nil, err
+	}
 	labels := map[string]string{
 		LabelManaged:    "true",
 		LabelAgent:      spec.Agent,
