@@ -362,11 +362,16 @@ const (
 // copies of the packages' docs. It runs at every Ensure; it never follows a
 // symbolic link the agent could have made.
 func prepareHost(spec Spec, log *slog.Logger) error {
+	// The agent's (non-root) user must read these whatever the gateway's
+	// umask; they hold nothing secret, and their parents keep others out.
 	for _, dir := range []string{spec.Launchers, spec.PackagesDir} {
 		if dir == "" {
 			continue
 		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("prepare host folder: %w", err)
+		}
+		if err := os.Chmod(dir, 0o755); err != nil {
 			return fmt.Errorf("prepare host folder: %w", err)
 		}
 	}
@@ -389,8 +394,15 @@ func prepareHost(spec Spec, log *slog.Logger) error {
 		}
 	}
 	if spec.HelperBinary != "" {
-		if _, err := os.Stat(spec.HelperBinary); err != nil {
+		fi, err := os.Stat(spec.HelperBinary)
+		if err != nil {
 			return fmt.Errorf("helper binary: %w", err)
+		}
+		if uid, _, _ := ParseUser(spec.User); uid != 0 && fi.Mode().Perm()&0o005 != 0o005 {
+			if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != uid {
+				log.Warn("the agent's user cannot run the mounted beige-sandbox binary (/beige/tool-client): plugin tools will fail; make it mode 0755",
+					"path", spec.HelperBinary, "mode", fmt.Sprintf("%#o", fi.Mode().Perm()))
+			}
 		}
 		if spec.SocketDir != "" {
 			for _, name := range []string{path.Base(ToolClientPath), path.Base(HelperPath)} {
@@ -449,6 +461,7 @@ func prepareWorkspace(spec Spec, log *slog.Logger) error {
 		log.Warn("the agent's user does not own the workspace and the gateway cannot give it (not root): agent code may not be able to write there",
 			"path", spec.Workspace, "user", fmt.Sprintf("%d:%d", uid, gid), "owner", st.Uid)
 	}
+	warnOpenAncestors(spec.Workspace, log)
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		if err := f.Chmod(perm &^ 0o077); err != nil {
 			return fmt.Errorf("restrict workspace %s: %w", spec.Workspace, err)
@@ -456,6 +469,31 @@ func prepareWorkspace(spec Spec, log *slog.Logger) error {
 		log.Info("workspace made private to its owner", "path", spec.Workspace, "old_mode", fmt.Sprintf("%#o", perm), "mode", fmt.Sprintf("%#o", perm&^0o077))
 	}
 	return nil
+}
+
+// warnOpenAncestors warns when a folder above the workspace lets another
+// local user replace it (writable by group or others without the sticky
+// bit, or owned by another user than root or the gateway's): the engine
+// follows a link in a mount source, so the sandbox could be given another
+// folder as /workspace. (A workspace under $BEIGE_HOME, 0700, is safe.)
+func warnOpenAncestors(p string, log *slog.Logger) {
+	euid := uint32(os.Geteuid())
+	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		open := fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0
+		if open || (ok && st.Uid != 0 && st.Uid != euid) {
+			log.Warn("a folder above the workspace can be changed by another local user, who could swap the workspace mounted in the sandbox; keep workspaces under BEIGE_HOME or in a folder only the gateway's user can change",
+				"workspace", p, "folder", d, "mode", fmt.Sprintf("%#o", fi.Mode().Perm()), "owner", st.Uid)
+			return
+		}
+		if d == filepath.Dir(d) {
+			return
+		}
+	}
 }
 
 // giveWorkspace gives the workspace to the agent's user when the gateway is
@@ -561,6 +599,9 @@ func syncPackages(dir string, pkgs map[string]string) error {
 			}
 		}
 		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("sync package docs of %q: %w", name, err)
+		}
+		if err := os.Chmod(dst, 0o755); err != nil { // whatever the umask
 			return fmt.Errorf("sync package docs of %q: %w", name, err)
 		}
 		olds, err := os.ReadDir(dst)

@@ -452,7 +452,10 @@ func TestGiveWorkspace(t *testing.T) {
 	os.MkdirAll(filepath.Join(ws, "src", "deep"), 0o755)
 	os.WriteFile(filepath.Join(ws, "src", "deep", "main.go"), []byte("package main"), 0o644)
 	os.WriteFile(filepath.Join(ws, "suid"), []byte("#!/bin/sh\n"), 0o755)
-	os.Chmod(filepath.Join(ws, "suid"), 0o4755)
+	os.Chmod(filepath.Join(ws, "suid"), os.ModeSetuid|os.ModeSetgid|0o755)
+	if fi, _ := os.Stat(filepath.Join(ws, "suid")); fi.Mode()&os.ModeSetuid == 0 {
+		t.Fatal("could not make the setuid file")
+	}
 	os.Symlink(outside, filepath.Join(ws, "link"))
 	os.Link(outside, filepath.Join(ws, "hardlink"))
 	os.WriteFile(filepath.Join(ws, "thirds"), nil, 0o644)
@@ -486,5 +489,43 @@ func TestGiveWorkspace(t *testing.T) {
 	giveWorkspace(Spec{Agent: "a", Image: "i", Workspace: ws, User: "4242:4343"}, slog.New(slog.DiscardHandler))
 	if uid, _ := owner(filepath.Join(ws, "src", "deep", "main.go")); uid != 0 {
 		t.Error("the workspace was walked again although its root folder was the agent's")
+	}
+}
+
+// A workspace whose parent another user may change is warned about; the
+// host folders the agent's user must read are open whatever the umask.
+func TestPrepareHostWarnsAndOpens(t *testing.T) {
+	dir := t.TempDir()
+	open := filepath.Join(dir, "shared")
+	os.Mkdir(open, 0o777)
+	os.Chmod(open, 0o777) // no sticky bit
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	old := syscall.Umask(0o077)
+	spec := Spec{Agent: "a", Image: "i", Workspace: filepath.Join(open, "ws"),
+		Launchers: filepath.Join(dir, "l"), PackagesDir: filepath.Join(dir, "p"), Packages: map[string]string{"git": dir}}
+	err := prepareHost(spec, log)
+	syscall.Umask(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "can be changed by another local user") || !strings.Contains(logs.String(), open) {
+		t.Errorf("no warning about %s:\n%s", open, logs.String())
+	}
+	for _, p := range []string{"l", "p", "p/git"} {
+		if fi, _ := os.Stat(filepath.Join(dir, p)); fi.Mode().Perm() != 0o755 {
+			t.Errorf("%s is %v under umask 077, want 0755", p, fi.Mode().Perm())
+		}
+	}
+	// Sticky and root-owned (like /tmp): no warning.
+	logs.Reset()
+	os.Chmod(open, os.ModeSticky|0o777)
+	if os.Geteuid() == 0 {
+		if err := prepareHost(spec, log); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(logs.String(), "another local user") {
+			t.Errorf("warned about a sticky folder:\n%s", logs.String())
+		}
 	}
 }
