@@ -394,8 +394,10 @@ func (d *Docker) untrack(agent, id string) {
 }
 
 // Prune implements Runtime: it removes the containers beige manages (of this
-// Instance) whose agent is not in keep. It goes on after an error and
-// returns the agents removed, sorted, with the errors joined.
+// Instance) whose agent is not in keep. A container without an instance
+// label (an older beige's) is this home's, and pruned, only when its
+// /workspace is Home's agents/<agent>/workspace. It goes on after an error
+// and returns the agents removed, sorted, with the errors joined.
 func (d *Docker) Prune(ctx context.Context, keep []string) ([]string, error) {
 	list, err := d.api.ContainerList(ctx, client.ContainerListOptions{
 		All:     true,
@@ -408,7 +410,7 @@ func (d *Docker) Prune(ctx context.Context, keep []string) ([]string, error) {
 	var errs []error
 	for _, c := range list.Items {
 		agent := c.Labels[LabelAgent]
-		if c.Labels[LabelInstance] != d.instance || agent == "" || slices.Contains(keep, agent) {
+		if agent == "" || slices.Contains(keep, agent) || !d.prunable(c, agent) {
 			continue
 		}
 		unlock := d.lock(agent)
@@ -424,6 +426,24 @@ func (d *Docker) Prune(ctx context.Context, keep []string) ([]string, error) {
 	}
 	slices.Sort(removed)
 	return removed, errors.Join(errs...)
+}
+
+// prunable reports whether the managed container c is this instance's.
+func (d *Docker) prunable(c container.Summary, agent string) bool {
+	inst := c.Labels[LabelInstance]
+	if inst != "" || d.instance == "" || d.home == "" {
+		return inst == d.instance
+	}
+	if !nameRE.MatchString(agent) {
+		return false
+	}
+	want := filepath.Join(d.home, "agents", agent, "workspace")
+	for _, m := range c.Mounts {
+		if path.Clean(m.Destination) == WorkspacePath && m.Type == mount.TypeBind && filepath.Clean(m.Source) == want {
+			return true
+		}
+	}
+	return false
 }
 
 // Close implements Runtime: it ends the helpers' streams (the helpers exit)

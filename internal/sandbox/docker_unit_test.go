@@ -115,7 +115,7 @@ func (f *fakeAPI) ContainerList(_ context.Context, opts client.ContainerListOpti
 	var res client.ContainerListResult
 	for _, c := range f.containers {
 		if c.labels[LabelManaged] == "true" {
-			res.Items = append(res.Items, container.Summary{ID: c.id, Names: []string{"/" + c.name}, Labels: c.labels, State: c.state})
+			res.Items = append(res.Items, container.Summary{ID: c.id, Names: []string{"/" + c.name}, Labels: c.labels, State: c.state, Mounts: c.mounts})
 		}
 	}
 	slices.SortFunc(res.Items, func(a, b container.Summary) int { return strings.Compare(a.ID, b.ID) })
@@ -512,11 +512,15 @@ func TestPruneOwnInstanceOnly(t *testing.T) {
 	mine, theirs := InstanceOf("/home/me/.beige"), InstanceOf("/home/bob/.beige")
 	f.containers["1"] = &fakeContainer{id: "1", name: "beige-old", labels: map[string]string{LabelManaged: "true", LabelAgent: "old", LabelInstance: mine}}
 	f.containers["2"] = &fakeContainer{id: "2", name: "beige-bobs", labels: map[string]string{LabelManaged: "true", LabelAgent: "bobs", LabelInstance: theirs}}
-	f.containers["3"] = &fakeContainer{id: "3", name: "beige-legacy", labels: map[string]string{LabelManaged: "true", LabelAgent: "legacy"}}
+	f.containers["3"] = &fakeContainer{id: "3", name: "beige-legacy", labels: map[string]string{LabelManaged: "true", LabelAgent: "legacy"},
+		mounts: []container.MountPoint{{Type: mount.TypeBind, Source: "/home/bob/.beige/agents/legacy/workspace", Destination: WorkspacePath}}}
+	// An older beige's container of this home (its workspace says so).
+	f.containers["4"] = &fakeContainer{id: "4", name: "beige-mylegacy", labels: map[string]string{LabelManaged: "true", LabelAgent: "mylegacy"},
+		mounts: []container.MountPoint{{Type: mount.TypeBind, Source: "/home/me/.beige/agents/mylegacy/workspace", Destination: WorkspacePath}}}
 	d := newDocker(f, DockerOptions{Home: "/home/me/.beige/"})
 	removed, err := d.Prune(context.Background(), []string{"kept"})
-	if err != nil || !slices.Equal(removed, []string{"old"}) {
-		t.Errorf("Prune = %v, %v; want [old]", removed, err)
+	if err != nil || !slices.Equal(removed, []string{"mylegacy", "old"}) {
+		t.Errorf("Prune = %v, %v; want [mylegacy old]", removed, err)
 	}
 	if f.containers["2"] == nil || f.containers["3"] == nil {
 		t.Error("Prune removed a container of another instance")
