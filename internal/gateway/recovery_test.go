@@ -14,8 +14,10 @@ import (
 )
 
 // A sandbox killed, stopped or removed behind the gateway's back is
-// started or recreated by the next call, which succeeds (after a kill,
-// within 2 s).
+// started or recreated by the next call, which succeeds: within 2 s after a
+// kill or a stop, or, when the shared engine is slow, within 1 s more than
+// the engine itself takes to start the container (measured after each
+// fault); after a removal within twice that.
 func TestSandboxRecoversFromFaults(t *testing.T) {
 	g := startGateway(t, "phoenix")
 	a := g.agents[0]
@@ -25,45 +27,63 @@ func TestSandboxRecoversFromFaults(t *testing.T) {
 		t.Fatalf("first call: %q", text)
 	}
 	ctx := context.Background()
+	waitStopped := func() {
+		for range 100 { // the engine has acted on it
+			info, err := c.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+			if err != nil || !info.Container.State.Running {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// engineStart is how long the engine takes to start the killed container.
+	engineStart := func() time.Duration {
+		if _, err := c.ContainerKill(ctx, name, client.ContainerKillOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitStopped()
+		start := time.Now()
+		if _, err := c.ContainerStart(ctx, name, client.ContainerStartOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(start)
+	}
 	for _, fault := range []struct {
-		name  string
-		do    func() error
-		limit time.Duration
+		name   string
+		do     func() error
+		limit  time.Duration
+		starts time.Duration // how many engine starts the recovery may take
 	}{
-		{"docker kill", func() error { _, err := c.ContainerKill(ctx, name, client.ContainerKillOptions{}); return err }, 2 * time.Second},
+		{"docker kill", func() error { _, err := c.ContainerKill(ctx, name, client.ContainerKillOptions{}); return err }, 2 * time.Second, 1},
 		{"docker stop", func() error {
 			timeout := 1
 			_, err := c.ContainerStop(ctx, name, client.ContainerStopOptions{Timeout: &timeout})
 			return err
-		}, 2 * time.Second},
+		}, 2 * time.Second, 1},
 		{"docker rm -f", func() error {
 			_, err := c.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true})
 			return err
-		}, 5 * time.Second},
+		}, 2 * time.Second, 2},
 	} {
 		if err := fault.do(); err != nil {
 			t.Fatalf("%s: %v", fault.name, err)
 		}
-		for range 50 { // the engine has acted on it
-			info, err := c.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
-			if err != nil || !info.Container.State.Running {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitStopped()
 		start := time.Now()
 		text, isErr := g.tool(t, a, "exec", map[string]any{"command": "echo back"})
 		took := time.Since(start)
 		if isErr || !strings.Contains(text, "back") {
 			t.Errorf("after %s: the next call failed: %q", fault.name, text)
 		}
-		if took > fault.limit {
-			t.Errorf("after %s: the next call took %v, want at most %v", fault.name, took, fault.limit)
-		} else {
-			t.Logf("after %s: the next call took %v", fault.name, took)
-		}
 		if h := g.Health(ctx); h.Status != "ok" {
 			t.Errorf("after %s: health %+v", fault.name, h)
+		}
+		engine := engineStart()
+		limit := max(fault.limit, fault.starts*engine+time.Second)
+		if took > limit {
+			t.Errorf("after %s: the next call took %v, want at most %v (the engine starts the container in %v)", fault.name, took, limit, engine)
+		} else {
+			t.Logf("after %s: the next call took %v (the engine starts the container in %v)", fault.name, took, engine)
 		}
 	}
 }
