@@ -119,8 +119,18 @@ func (a *agentRuntime) spec() sandbox.Spec {
 	return spec
 }
 
-// ensure returns the agent's running sandbox, (re)creating it if needed.
+// ensure returns the agent's sandbox as calls use it: a handle that
+// survives the container (see liveSandbox). It (re)creates the container
+// first if needed.
 func (a *agentRuntime) ensure(ctx context.Context) (sandbox.Sandbox, error) {
+	if _, err := a.current(ctx); err != nil {
+		return nil, err
+	}
+	return liveSandbox{a}, nil
+}
+
+// current returns the running sandbox, (re)creating it if needed.
+func (a *agentRuntime) current(ctx context.Context) (sandbox.Sandbox, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.sb != nil {
@@ -133,6 +143,87 @@ func (a *agentRuntime) ensure(ctx context.Context) (sandbox.Sandbox, error) {
 	}
 	a.sb, a.err = sb, nil
 	return sb, nil
+}
+
+// forget drops sb from the cache, if it is still there, so that the next
+// call ensures the sandbox again.
+func (a *agentRuntime) forget(sb sandbox.Sandbox) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.sb == sb {
+		a.sb = nil
+	}
+}
+
+// liveSandbox is an agent's sandbox as the tools use it. When a call finds
+// the container not running (killed, stopped or removed behind the
+// gateway's back), the container is ensured again (started, or recreated)
+// and the call, which did not run, is made once more.
+type liveSandbox struct{ a *agentRuntime }
+
+var (
+	_ sandbox.Sandbox = liveSandbox{}
+	_ sandbox.Freezer = liveSandbox{}
+)
+
+// do runs fn on the current sandbox, recovering it once if it is not running.
+func (l liveSandbox) do(ctx context.Context, fn func(sandbox.Sandbox) error) error {
+	sb, err := l.a.current(ctx)
+	if err != nil {
+		return err
+	}
+	err = fn(sb)
+	if !errors.Is(err, sandbox.ErrNotRunning) {
+		return err
+	}
+	l.a.g.log.Warn("sandbox is not running (killed, stopped or removed outside beige); starting or recreating it", "agent", l.a.name, "err", err)
+	l.a.forget(sb)
+	sb, rerr := l.a.current(ctx)
+	if rerr != nil {
+		return fmt.Errorf("%w; recovering it failed: %w", err, rerr)
+	}
+	return fn(sb)
+}
+
+func (l liveSandbox) ID() string {
+	l.a.mu.Lock()
+	defer l.a.mu.Unlock()
+	if l.a.sb == nil {
+		return ""
+	}
+	return l.a.sb.ID()
+}
+
+func (l liveSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (res sandbox.ExecResult, err error) {
+	err = l.do(ctx, func(sb sandbox.Sandbox) error {
+		res, err = sb.Exec(ctx, req)
+		return err
+	})
+	return res, err
+}
+
+func (l liveSandbox) ReadFile(ctx context.Context, path string, max int64) (data []byte, size int64, err error) {
+	err = l.do(ctx, func(sb sandbox.Sandbox) error {
+		data, size, err = sb.ReadFile(ctx, path, max)
+		return err
+	})
+	return data, size, err
+}
+
+func (l liveSandbox) WriteFile(ctx context.Context, path string, data []byte) error {
+	return l.do(ctx, func(sb sandbox.Sandbox) error { return sb.WriteFile(ctx, path, data) })
+}
+
+func (l liveSandbox) Freeze(ctx context.Context) (thaw func(), err error) {
+	err = l.do(ctx, func(sb sandbox.Sandbox) error {
+		f, ok := sb.(sandbox.Freezer)
+		if !ok {
+			return fmt.Errorf("the sandbox of agent %q cannot be frozen", l.a.name)
+		}
+		thaw, err = f.Freeze(ctx)
+		return err
+	})
+	return thaw, err
 }
 
 // problem says why the agent is not ready, or "" when it is.

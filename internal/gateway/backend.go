@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/config"
@@ -28,8 +29,13 @@ func (g *Gateway) Health(ctx context.Context) proto.Health {
 	if msg := g.configErr.Load(); msg != nil {
 		h.Config = *msg
 	}
+	engine := g.pingEngine(ctx)
 	for name, a := range g.agents {
-		if p := a.problem(); p != "" {
+		p := a.problem()
+		if p == "" && engine != nil {
+			p = "sandbox engine: " + engine.Error()
+		}
+		if p != "" {
 			if h.Agents == nil {
 				h.Agents = map[string]string{}
 			}
@@ -40,6 +46,18 @@ func (g *Gateway) Health(ctx context.Context) proto.Health {
 		}
 	}
 	return h
+}
+
+// pingEngine checks that the sandbox engine answers, when the runtime can
+// tell: a sandbox that was ready is no use while its engine is down.
+func (g *Gateway) pingEngine(ctx context.Context) error {
+	p, ok := g.runtime.(interface{ Ping(context.Context) error })
+	if !ok || len(g.agents) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return p.Ping(ctx)
 }
 
 func modelRef(m config.ModelRef) proto.ModelRef {

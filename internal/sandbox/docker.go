@@ -222,6 +222,11 @@ func (d *Docker) ensure(ctx context.Context, spec Spec) (*dockerSandbox, error) 
 			log.Debug("sandbox re-attached", "id", shortID(c.ID))
 			return d.track(ctx, spec, c.ID), nil
 		case container.StatePaused:
+			if sb := d.tracked(spec.Agent, c.ID); sb != nil && sb.isFrozen() {
+				// Frozen by this runtime (a plugin is checking files): it
+				// stays so until thawed.
+				return sb, nil
+			}
 			// A gateway stopped while it had the sandbox frozen.
 			if _, err := d.api.ContainerUnpause(ctx, c.ID, client.ContainerUnpauseOptions{}); err != nil {
 				return nil, fmt.Errorf("unpause container %s: %w", name, err)
@@ -249,6 +254,9 @@ func (d *Docker) ensure(ctx context.Context, spec Spec) (*dockerSandbox, error) 
 
 func (d *Docker) create(ctx context.Context, spec Spec, hash string, log *slog.Logger) (*dockerSandbox, error) {
 	if err := prepareHost(spec, log); err != nil {
+		return nil, err
+	}
+	if err := giveWorkspace(spec, log); err != nil { // no container of the agent runs now
 		return nil, err
 	}
 	labels := map[string]string{
@@ -359,6 +367,16 @@ func (d *Docker) track(ctx context.Context, spec Spec, id string) *dockerSandbox
 	return sb
 }
 
+// tracked returns the sandbox handle of agent when its container is id.
+func (d *Docker) tracked(agent, id string) *dockerSandbox {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if sb := d.boxes[agent]; sb != nil && sb.id == id {
+		return sb
+	}
+	return nil
+}
+
 // untrack forgets the sandbox of agent (only if its container is id, when
 // id is set) and closes its helper.
 func (d *Docker) untrack(agent, id string) {
@@ -376,8 +394,10 @@ func (d *Docker) untrack(agent, id string) {
 }
 
 // Prune implements Runtime: it removes the containers beige manages (of this
-// Instance) whose agent is not in keep. It goes on after an error and
-// returns the agents removed, sorted, with the errors joined.
+// Instance) whose agent is not in keep. A container without an instance
+// label (an older beige's) is this home's, and pruned, only when its
+// /workspace is Home's agents/<agent>/workspace. It goes on after an error
+// and returns the agents removed, sorted, with the errors joined.
 func (d *Docker) Prune(ctx context.Context, keep []string) ([]string, error) {
 	list, err := d.api.ContainerList(ctx, client.ContainerListOptions{
 		All:     true,
@@ -390,7 +410,7 @@ func (d *Docker) Prune(ctx context.Context, keep []string) ([]string, error) {
 	var errs []error
 	for _, c := range list.Items {
 		agent := c.Labels[LabelAgent]
-		if c.Labels[LabelInstance] != d.instance || agent == "" || slices.Contains(keep, agent) {
+		if agent == "" || slices.Contains(keep, agent) || !d.prunable(c, agent) {
 			continue
 		}
 		unlock := d.lock(agent)
@@ -406,6 +426,24 @@ func (d *Docker) Prune(ctx context.Context, keep []string) ([]string, error) {
 	}
 	slices.Sort(removed)
 	return removed, errors.Join(errs...)
+}
+
+// prunable reports whether the managed container c is this instance's.
+func (d *Docker) prunable(c container.Summary, agent string) bool {
+	inst := c.Labels[LabelInstance]
+	if inst != "" || d.instance == "" || d.home == "" {
+		return inst == d.instance
+	}
+	if !nameRE.MatchString(agent) {
+		return false
+	}
+	want := filepath.Join(d.home, "agents", agent, "workspace")
+	for _, m := range c.Mounts {
+		if path.Clean(m.Destination) == WorkspacePath && m.Type == mount.TypeBind && filepath.Clean(m.Source) == want {
+			return true
+		}
+	}
+	return false
 }
 
 // Close implements Runtime: it ends the helpers' streams (the helpers exit)

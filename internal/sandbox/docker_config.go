@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
@@ -361,11 +362,16 @@ const (
 // copies of the packages' docs. It runs at every Ensure; it never follows a
 // symbolic link the agent could have made.
 func prepareHost(spec Spec, log *slog.Logger) error {
+	// The agent's (non-root) user must read these whatever the gateway's
+	// umask; they hold nothing secret, and their parents keep others out.
 	for _, dir := range []string{spec.Launchers, spec.PackagesDir} {
 		if dir == "" {
 			continue
 		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("prepare host folder: %w", err)
+		}
+		if err := os.Chmod(dir, 0o755); err != nil {
 			return fmt.Errorf("prepare host folder: %w", err)
 		}
 	}
@@ -388,8 +394,15 @@ func prepareHost(spec Spec, log *slog.Logger) error {
 		}
 	}
 	if spec.HelperBinary != "" {
-		if _, err := os.Stat(spec.HelperBinary); err != nil {
+		fi, err := os.Stat(spec.HelperBinary)
+		if err != nil {
 			return fmt.Errorf("helper binary: %w", err)
+		}
+		if uid, _, _ := ParseUser(spec.User); uid != 0 && fi.Mode().Perm()&0o005 != 0o005 {
+			if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != uid {
+				log.Warn("the agent's user cannot run the mounted beige-sandbox binary (/beige/tool-client): plugin tools will fail; make it mode 0755",
+					"path", spec.HelperBinary, "mode", fmt.Sprintf("%#o", fi.Mode().Perm()))
+			}
 		}
 		if spec.SocketDir != "" {
 			for _, name := range []string{path.Base(ToolClientPath), path.Base(HelperPath)} {
@@ -425,10 +438,10 @@ func PrepareSocket(path, user string) error {
 	return nil
 }
 
-// prepareWorkspace creates the workspace (mode WorkspaceMode) and, when the
-// gateway runs as root, gives its root folder (not what is in it) to the
-// agent's user. It opens the folder with O_NOFOLLOW and changes it through
-// the open file, so that no link is followed.
+// prepareWorkspace creates the workspace (mode WorkspaceMode) and makes it
+// private to its owner. It opens the folder with O_NOFOLLOW and changes it
+// through the open file, so that no link is followed. (giveWorkspace gives
+// it to the agent's user, when no container runs.)
 func prepareWorkspace(spec Spec, log *slog.Logger) error {
 	if err := os.MkdirAll(spec.Workspace, WorkspaceMode); err != nil {
 		return fmt.Errorf("prepare workspace: %w", err)
@@ -444,20 +457,120 @@ func prepareWorkspace(spec Spec, log *slog.Logger) error {
 	}
 	st, _ := fi.Sys().(*syscall.Stat_t)
 	uid, gid, _ := ParseUser(spec.User) // validated
-	if os.Geteuid() == 0 && st != nil && (int(st.Uid) != uid || int(st.Gid) != gid) {
-		if err := f.Chown(uid, gid); err != nil {
-			return fmt.Errorf("give workspace %s to the agent's user %d:%d: %w", spec.Workspace, uid, gid, err)
-		}
-		log.Info("workspace given to the agent's user", "path", spec.Workspace, "user", fmt.Sprintf("%d:%d", uid, gid))
-	} else if os.Geteuid() != 0 && uid != 0 && st != nil && int(st.Uid) != uid {
+	if os.Geteuid() != 0 && uid != 0 && st != nil && int(st.Uid) != uid {
 		log.Warn("the agent's user does not own the workspace and the gateway cannot give it (not root): agent code may not be able to write there",
 			"path", spec.Workspace, "user", fmt.Sprintf("%d:%d", uid, gid), "owner", st.Uid)
 	}
+	warnOpenAncestors(spec.Workspace, log)
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		if err := f.Chmod(perm &^ 0o077); err != nil {
 			return fmt.Errorf("restrict workspace %s: %w", spec.Workspace, err)
 		}
 		log.Info("workspace made private to its owner", "path", spec.Workspace, "old_mode", fmt.Sprintf("%#o", perm), "mode", fmt.Sprintf("%#o", perm&^0o077))
+	}
+	return nil
+}
+
+// warnOpenAncestors warns when a folder above the workspace lets another
+// local user replace it (writable by group or others without the sticky
+// bit, or owned by another user than root or the gateway's): the engine
+// follows a link in a mount source, so the sandbox could be given another
+// folder as /workspace. (A workspace under $BEIGE_HOME, 0700, is safe.)
+func warnOpenAncestors(p string, log *slog.Logger) {
+	euid := uint32(os.Geteuid())
+	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		open := fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0
+		if open || (ok && st.Uid != 0 && st.Uid != euid) {
+			log.Warn("a folder above the workspace can be changed by another local user, who could swap the workspace mounted in the sandbox; keep workspaces under BEIGE_HOME or in a folder only the gateway's user can change",
+				"workspace", p, "folder", d, "mode", fmt.Sprintf("%#o", fi.Mode().Perm()), "owner", st.Uid)
+			return
+		}
+		if d == filepath.Dir(d) {
+			return
+		}
+	}
+}
+
+// giveWorkspace gives the workspace to the agent's user when the gateway is
+// root and the workspace's root folder belongs to someone else (the root
+// agent of an older beige, or another sandbox.user): the root folder, and
+// every entry below it that belonged to the same owner, so that the agent
+// can go on editing its files. It never follows a link (Lchown on the
+// entries of a walk that does not follow links), leaves alone an entry with
+// more than one hard link (the other name may be outside the workspace) and
+// whatever belongs to a third user. Changing the owner clears the setuid and
+// setgid bits, which defuses a setuid-root file a root agent left there. It
+// runs only while no container of the agent runs (create), so that nothing
+// changes the tree under the walk.
+func giveWorkspace(spec Spec, log *slog.Logger) error {
+	if spec.Workspace == "" || os.Geteuid() != 0 {
+		return nil
+	}
+	uid, gid, _ := ParseUser(spec.User) // validated
+	fi, err := os.Lstat(spec.Workspace)
+	if err != nil {
+		return fmt.Errorf("give workspace to the agent's user: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || !fi.IsDir() || (int(st.Uid) == uid && int(st.Gid) == gid) {
+		return nil
+	}
+	start := time.Now()
+	oldUID := st.Uid
+	var changed, skipped int
+	var firstErr error
+	walkErr := filepath.WalkDir(spec.Workspace, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			return nil
+		}
+		if p == spec.Workspace {
+			return nil // last, below
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		est, ok := info.Sys().(*syscall.Stat_t)
+		if !ok || est.Uid != oldUID {
+			return nil
+		}
+		if !d.IsDir() && est.Nlink > 1 {
+			skipped++
+			return nil
+		}
+		if err := os.Lchown(p, uid, gid); err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			return nil
+		}
+		changed++
+		return nil
+	})
+	if walkErr != nil && firstErr == nil {
+		firstErr = walkErr
+	}
+	// The root folder last: until it is done, the next create walks again.
+	f, err := os.OpenFile(spec.Workspace, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return fmt.Errorf("give workspace %s to the agent's user: %w", spec.Workspace, err)
+	}
+	defer f.Close()
+	if err := f.Chown(uid, gid); err != nil {
+		return fmt.Errorf("give workspace %s to the agent's user %d:%d: %w", spec.Workspace, uid, gid, err)
+	}
+	log.Info("workspace given to the agent's user", "path", spec.Workspace, "user", fmt.Sprintf("%d:%d", uid, gid),
+		"old_owner", oldUID, "entries", changed, "hard_linked_left_alone", skipped, "took", time.Since(start).Round(time.Millisecond))
+	if firstErr != nil {
+		log.Warn("some workspace entries could not be given to the agent's user", "err", firstErr)
 	}
 	return nil
 }
@@ -486,6 +599,9 @@ func syncPackages(dir string, pkgs map[string]string) error {
 			}
 		}
 		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("sync package docs of %q: %w", name, err)
+		}
+		if err := os.Chmod(dst, 0o755); err != nil { // whatever the umask
 			return fmt.Errorf("sync package docs of %q: %w", name, err)
 		}
 		olds, err := os.ReadDir(dst)

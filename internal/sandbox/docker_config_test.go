@@ -426,12 +426,6 @@ func TestPrepareWorkspace(t *testing.T) {
 	if fi.Mode().Perm() != 0o700 {
 		t.Errorf("workspace mode %v, want 0700", fi.Mode().Perm())
 	}
-	if os.Geteuid() == 0 {
-		st := fi.Sys().(*syscall.Stat_t)
-		if st.Uid != 4242 || st.Gid != 4343 {
-			t.Errorf("workspace owner %d:%d, want the agent's 4242:4343", st.Uid, st.Gid)
-		}
-	}
 	target := filepath.Join(dir, "elsewhere")
 	os.Mkdir(target, 0o755)
 	link := filepath.Join(dir, "link")
@@ -442,5 +436,98 @@ func TestPrepareWorkspace(t *testing.T) {
 	}
 	if fi, _ := os.Stat(target); fi.Mode().Perm() != 0o755 || fi.Sys().(*syscall.Stat_t).Uid != uint32(os.Geteuid()) {
 		t.Errorf("the link's target was changed: mode %v", fi.Mode().Perm())
+	}
+}
+
+// Created while no container runs, a workspace that belongs to someone else
+// (the root agent of an older beige) is given to the agent's user, so that
+// it can edit its own files, without following a link, without touching a
+// hard-linked file or a third user's, and defusing setuid-root files.
+func TestGiveWorkspace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to own files as others")
+	}
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	outside := filepath.Join(dir, "outside")
+	os.WriteFile(outside, []byte("host file"), 0o644)
+	os.MkdirAll(filepath.Join(ws, "src", "deep"), 0o755)
+	os.WriteFile(filepath.Join(ws, "src", "deep", "main.go"), []byte("package main"), 0o644)
+	os.WriteFile(filepath.Join(ws, "suid"), []byte("#!/bin/sh\n"), 0o755)
+	os.Chmod(filepath.Join(ws, "suid"), os.ModeSetuid|os.ModeSetgid|0o755)
+	if fi, _ := os.Stat(filepath.Join(ws, "suid")); fi.Mode()&os.ModeSetuid == 0 {
+		t.Fatal("could not make the setuid file")
+	}
+	os.Symlink(outside, filepath.Join(ws, "link"))
+	os.Link(outside, filepath.Join(ws, "hardlink"))
+	os.WriteFile(filepath.Join(ws, "thirds"), nil, 0o644)
+	os.Chown(filepath.Join(ws, "thirds"), 777, 777)
+
+	if err := giveWorkspace(Spec{Agent: "a", Image: "i", Workspace: ws, User: "4242:4343"}, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	owner := func(p string) (uint32, os.FileMode) {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Sys().(*syscall.Stat_t).Uid, fi.Mode()
+	}
+	for _, p := range []string{"", "src", "src/deep", "src/deep/main.go", "suid", "link"} {
+		if uid, _ := owner(filepath.Join(ws, p)); uid != 4242 {
+			t.Errorf("%q belongs to %d, want the agent's 4242", p, uid)
+		}
+	}
+	if _, mode := owner(filepath.Join(ws, "suid")); mode&(os.ModeSetuid|os.ModeSetgid) != 0 {
+		t.Errorf("suid is still %v", mode)
+	}
+	for p, want := range map[string]uint32{outside: 0, filepath.Join(ws, "hardlink"): 0, filepath.Join(ws, "thirds"): 777} {
+		if uid, _ := owner(p); uid != want {
+			t.Errorf("%s belongs to %d, want %d (left alone)", p, uid, want)
+		}
+	}
+	// Done once: the root folder is the agent's now.
+	os.Chown(filepath.Join(ws, "src", "deep", "main.go"), 0, 0)
+	giveWorkspace(Spec{Agent: "a", Image: "i", Workspace: ws, User: "4242:4343"}, slog.New(slog.DiscardHandler))
+	if uid, _ := owner(filepath.Join(ws, "src", "deep", "main.go")); uid != 0 {
+		t.Error("the workspace was walked again although its root folder was the agent's")
+	}
+}
+
+// A workspace whose parent another user may change is warned about; the
+// host folders the agent's user must read are open whatever the umask.
+func TestPrepareHostWarnsAndOpens(t *testing.T) {
+	dir := t.TempDir()
+	open := filepath.Join(dir, "shared")
+	os.Mkdir(open, 0o777)
+	os.Chmod(open, 0o777) // no sticky bit
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	old := syscall.Umask(0o077)
+	spec := Spec{Agent: "a", Image: "i", Workspace: filepath.Join(open, "ws"),
+		Launchers: filepath.Join(dir, "l"), PackagesDir: filepath.Join(dir, "p"), Packages: map[string]string{"git": dir}}
+	err := prepareHost(spec, log)
+	syscall.Umask(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "can be changed by another local user") || !strings.Contains(logs.String(), open) {
+		t.Errorf("no warning about %s:\n%s", open, logs.String())
+	}
+	for _, p := range []string{"l", "p", "p/git"} {
+		if fi, _ := os.Stat(filepath.Join(dir, p)); fi.Mode().Perm() != 0o755 {
+			t.Errorf("%s is %v under umask 077, want 0755", p, fi.Mode().Perm())
+		}
+	}
+	// Sticky and root-owned (like /tmp): no warning.
+	logs.Reset()
+	os.Chmod(open, os.ModeSticky|0o777)
+	if os.Geteuid() == 0 {
+		if err := prepareHost(spec, log); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(logs.String(), "another local user") {
+			t.Errorf("warned about a sticky folder:\n%s", logs.String())
+		}
 	}
 }

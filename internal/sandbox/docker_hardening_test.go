@@ -26,11 +26,29 @@ func trimCaps(caps []string) []string {
 }
 
 // portBound reports whether a busybox nc could listen on port as the
-// agent's user (it is still running after a moment).
+// agent's user: it waits until the port is in LISTEN state in
+// /proc/net/tcp* (bound) or nc has exited (refused), whatever the load.
 func portBound(t *testing.T, sb sandbox.Sandbox, port int) bool {
 	t.Helper()
-	out := sh(t, sb, "nc -l -p "+strconv.Itoa(port)+" </dev/null >/dev/null 2>&1 & p=$!; sleep 0.5; if kill $p 2>/dev/null; then echo BOUND; else echo REFUSED; fi")
-	return strings.Contains(out, "BOUND")
+	script := `nc -l -p $1 </dev/null >/dev/null 2>&1 & p=$!
+hex=$(printf %04X $1)
+i=0
+while [ $i -lt 200 ]; do
+  if grep -qE ":$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null; then kill $p; echo BOUND; exit 0; fi
+  state=$(cut -d' ' -f3 /proc/$p/stat 2>/dev/null)
+  if [ -z "$state" ] || [ "$state" = Z ]; then echo REFUSED; exit 0; fi
+  sleep 0.05; i=$((i+1))
+done
+kill $p; echo UNDECIDED`
+	out := sh(t, sb, "sh -c '"+strings.ReplaceAll(script, "'", `'\''`)+"' nc-test "+strconv.Itoa(port))
+	switch strings.TrimSpace(out) {
+	case "BOUND":
+		return true
+	case "REFUSED":
+		return false
+	}
+	t.Fatalf("port %d: nc neither listened nor exited in 10 s: %q", port, out)
+	return false
 }
 
 // A sandbox made with every default is hardened, and each default shows in
@@ -247,5 +265,17 @@ func TestReattachChecksMounts(t *testing.T) {
 	again := ensure(t, sandboxtest.NewRuntime(t, sandbox.DockerOptions{Instance: instance}), spec)
 	if got := sh(t, again, "cat /workspace/f"); got != "new\n" {
 		t.Errorf("the sandbox shows the replaced workspace: %q (re-attached: %v)", got, again.ID() == first.ID())
+	}
+}
+
+// The port check sees a bound port 80 (so its "refused" above means
+// something): root given NET_BIND_SERVICE back may listen there.
+func TestPortCheckSeesPort80(t *testing.T) {
+	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{})
+	spec := sandboxtest.NewSpec(t, "port80")
+	spec.User = sandbox.RootUser
+	spec.CapAdd = []string{"NET_BIND_SERVICE"}
+	if !portBound(t, ensure(t, rt, spec), 80) {
+		t.Error("root with NET_BIND_SERVICE could not listen on port 80, or the check cannot see it")
 	}
 }

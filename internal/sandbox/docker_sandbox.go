@@ -70,12 +70,19 @@ func (s *dockerSandbox) Freeze(ctx context.Context) (func(), error) {
 	defer s.fmu.Unlock()
 	if s.frozen == 0 {
 		if _, err := s.d.api.ContainerPause(ctx, s.id, client.ContainerPauseOptions{}); err != nil {
-			return nil, fmt.Errorf("freeze sandbox %q: %w", s.agent, err)
+			return nil, fmt.Errorf("freeze sandbox %q: %w", s.agent, mapExecErr(err)) // gone or stopped: ErrNotRunning
 		}
 	}
 	s.frozen++
 	var once sync.Once
 	return func() { once.Do(s.thaw) }, nil
+}
+
+// isFrozen reports whether a Freeze is not thawed yet.
+func (s *dockerSandbox) isFrozen() bool {
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
+	return s.frozen > 0
 }
 
 func (s *dockerSandbox) thaw() {

@@ -115,7 +115,7 @@ func (f *fakeAPI) ContainerList(_ context.Context, opts client.ContainerListOpti
 	var res client.ContainerListResult
 	for _, c := range f.containers {
 		if c.labels[LabelManaged] == "true" {
-			res.Items = append(res.Items, container.Summary{ID: c.id, Names: []string{"/" + c.name}, Labels: c.labels, State: c.state})
+			res.Items = append(res.Items, container.Summary{ID: c.id, Names: []string{"/" + c.name}, Labels: c.labels, State: c.state, Mounts: c.mounts})
 		}
 	}
 	slices.SortFunc(res.Items, func(a, b container.Summary) int { return strings.Compare(a.ID, b.ID) })
@@ -512,11 +512,15 @@ func TestPruneOwnInstanceOnly(t *testing.T) {
 	mine, theirs := InstanceOf("/home/me/.beige"), InstanceOf("/home/bob/.beige")
 	f.containers["1"] = &fakeContainer{id: "1", name: "beige-old", labels: map[string]string{LabelManaged: "true", LabelAgent: "old", LabelInstance: mine}}
 	f.containers["2"] = &fakeContainer{id: "2", name: "beige-bobs", labels: map[string]string{LabelManaged: "true", LabelAgent: "bobs", LabelInstance: theirs}}
-	f.containers["3"] = &fakeContainer{id: "3", name: "beige-legacy", labels: map[string]string{LabelManaged: "true", LabelAgent: "legacy"}}
+	f.containers["3"] = &fakeContainer{id: "3", name: "beige-legacy", labels: map[string]string{LabelManaged: "true", LabelAgent: "legacy"},
+		mounts: []container.MountPoint{{Type: mount.TypeBind, Source: "/home/bob/.beige/agents/legacy/workspace", Destination: WorkspacePath}}}
+	// An older beige's container of this home (its workspace says so).
+	f.containers["4"] = &fakeContainer{id: "4", name: "beige-mylegacy", labels: map[string]string{LabelManaged: "true", LabelAgent: "mylegacy"},
+		mounts: []container.MountPoint{{Type: mount.TypeBind, Source: "/home/me/.beige/agents/mylegacy/workspace", Destination: WorkspacePath}}}
 	d := newDocker(f, DockerOptions{Home: "/home/me/.beige/"})
 	removed, err := d.Prune(context.Background(), []string{"kept"})
-	if err != nil || !slices.Equal(removed, []string{"old"}) {
-		t.Errorf("Prune = %v, %v; want [old]", removed, err)
+	if err != nil || !slices.Equal(removed, []string{"mylegacy", "old"}) {
+		t.Errorf("Prune = %v, %v; want [mylegacy old]", removed, err)
 	}
 	if f.containers["2"] == nil || f.containers["3"] == nil {
 		t.Error("Prune removed a container of another instance")
@@ -565,5 +569,39 @@ func TestEnsureMountsReplaced(t *testing.T) {
 			t.Errorf("%s replaced: re-attached to %s (calls %q)", filepath.Base(src), sb3.ID(), calls)
 		}
 		sb = sb3
+	}
+}
+
+// Ensure never thaws a sandbox this runtime froze itself (a plugin is
+// checking workspace files): only a freeze left by a stopped gateway.
+func TestEnsureKeepsOwnFreeze(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeAPI()
+	d := newDocker(f, DockerOptions{DisableHelper: true})
+	spec := fakeSpec(t, "a")
+	sb, err := d.Ensure(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	thaw, err := sb.(Freezer).Freeze(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.containers[sb.ID()].state = container.StatePaused
+	f.callList()
+	if sb2, err := d.Ensure(ctx, spec); err != nil || sb2 != sb {
+		t.Fatalf("Ensure while frozen: %v", err)
+	}
+	if calls := f.callList(); hasCall(calls, "ContainerUnpause") {
+		t.Errorf("Ensure thawed the sandbox while a freeze was held: %q", calls)
+	}
+	thaw()
+	if calls := f.callList(); !hasCall(calls, "ContainerUnpause") {
+		t.Errorf("thaw did not unpause: %q", calls)
+	}
+	// A freeze of a container that has gone says ErrNotRunning.
+	f.fail["ContainerPause"] = cerrdefs.ErrNotFound.WithMessage("no such container")
+	if _, err := sb.(Freezer).Freeze(ctx); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("freeze of a removed container: %v", err)
 	}
 }
