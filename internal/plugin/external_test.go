@@ -170,6 +170,7 @@ func swap(sub, outside string, toLink bool) {
 // was a folder; before the command starts the agent replaces it with a link
 // to a host folder. The command must not run there.
 func TestExternalFolderSwappedForLink(t *testing.T) {
+	needOpenBeneath(t)
 	ws, sub, outside := swapFixture(t)
 	e := newPwdPlugin(t)
 	dir, root, err := ResolveDir(ws, "sub")
@@ -191,12 +192,23 @@ func TestExternalFolderSwappedForLink(t *testing.T) {
 	if err != nil || res.ExitCode != 0 || res.Output != dir+"\n" {
 		t.Errorf("unswapped: %+v, %v; want pwd %s", res, err, dir)
 	}
+	// A link inside the workspace, resolved by ResolveDir, is fine.
+	os.Symlink("sub", filepath.Join(ws, "inlink"))
+	dir2, _, err := ResolveDir(ws, "inlink")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = e.handle(context.Background(), &Call{Agent: "a", Tool: "pwd", Workspace: root, Dir: dir2})
+	if err != nil || res.Output != dir+"\n" {
+		t.Errorf("through a link inside the workspace: %+v, %v; want pwd %s", res, err, dir)
+	}
 }
 
 // TestExternalFolderMovedAfterOpen: once opened, the folder the command
 // starts in is the one that was checked, even if its path changes before
 // the program starts.
 func TestExternalFolderMovedAfterOpen(t *testing.T) {
+	needOpenBeneath(t)
 	ws, sub, outside := swapFixture(t)
 	f, err := OpenDir(ws, sub)
 	if err != nil {
@@ -214,6 +226,7 @@ func TestExternalFolderMovedAfterOpen(t *testing.T) {
 // as an agent looping in its sandbox would: no call may run outside the
 // workspace. Bounded in count and time.
 func TestExternalSwapRace(t *testing.T) {
+	needOpenBeneath(t)
 	ws, sub, outside := swapFixture(t)
 	pdir := t.TempDir()
 	os.WriteFile(filepath.Join(pdir, "run"), []byte("#!/bin/sh\ntouch ./ran-here 2>/dev/null\npwd -P\n"), 0o755)

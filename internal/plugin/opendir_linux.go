@@ -51,7 +51,7 @@ func OpenDir(root, dir string) (*os.File, error) {
 // with ENOSYS or EPERM), else one component at a
 // time, each opened relative to the previous one without following links.
 func openBeneath(rootFD int, rel string) (int, error) {
-	fd, err := unix.Openat2(rootFD, rel, &unix.OpenHow{
+	fd, err := openat2(rootFD, rel, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})
@@ -79,6 +79,9 @@ func openBeneath(rootFD int, rel string) (int, error) {
 	}
 	return cur, nil
 }
+
+// openat2 is unix.Openat2; tests replace it to try the fallback.
+var openat2 = unix.Openat2
 
 func closeUnless(fd, keep int) {
 	if fd != keep {

@@ -78,3 +78,47 @@ func TestWithin(t *testing.T) {
 		}
 	}
 }
+
+func TestOpenDir(t *testing.T) {
+	needOpenBeneath(t)
+	base, _ := filepath.EvalSymlinks(t.TempDir())
+	ws := filepath.Join(base, "ws")
+	os.MkdirAll(filepath.Join(ws, "a", "b"), 0o755)
+	os.MkdirAll(filepath.Join(base, "outside"), 0o755)
+	os.WriteFile(filepath.Join(ws, "file"), nil, 0o644)
+	os.Symlink(filepath.Join(base, "outside"), filepath.Join(ws, "out"))
+	os.Symlink("a", filepath.Join(ws, "in"))
+	os.Symlink("/proc/self/cwd", filepath.Join(ws, "magic"))
+	tests := []struct {
+		dir string
+		ok  bool
+	}{
+		{ws, true},
+		{filepath.Join(ws, "a"), true},
+		{filepath.Join(ws, "a", "b"), true},
+		{filepath.Join(ws, "out"), false},     // a link out
+		{filepath.Join(ws, "in", "b"), false}, // a link, even one that stays inside
+		{filepath.Join(ws, "magic"), false},
+		{filepath.Join(ws, "file"), false},
+		{filepath.Join(ws, "missing"), false},
+		{filepath.Join(base, "outside"), false},
+		{base, false},
+	}
+	for _, tt := range tests {
+		f, err := OpenDir(ws, tt.dir)
+		if (err == nil) != tt.ok {
+			t.Errorf("OpenDir(%s): %v, want ok=%v", tt.dir, err, tt.ok)
+		}
+		if fallback := testOpenDirFallback(t, ws, tt.dir); fallback != (err == nil) {
+			t.Errorf("OpenDir(%s) without openat2: ok=%v, with it: %v", tt.dir, fallback, err)
+		}
+		if err == nil {
+			fi, _ := f.Stat()
+			want, _ := os.Stat(tt.dir)
+			if !os.SameFile(fi, want) {
+				t.Errorf("OpenDir(%s) opened another folder", tt.dir)
+			}
+			f.Close()
+		}
+	}
+}
