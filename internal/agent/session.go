@@ -135,7 +135,15 @@ func (c *conversation) write(v any) error {
 		// What reached the file is unknown: start the next entry on a line
 		// of its own, so at most this one is lost.
 		c.newline = true
-		return err
+		if !home.ReleaseOnFull(err) {
+			return err
+		}
+		// The disk was full and the gateway's reserve is now free: once
+		// more, on a line of its own (a partial line is skipped on reading).
+		c.log.Warn("session file: disk full; written again after releasing the disk reserve", "file", c.path)
+		if _, err := c.f.Write(append([]byte{'\n'}, b...)); err != nil {
+			return err
+		}
 	}
 	c.newline = false
 	return nil

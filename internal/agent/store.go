@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/beige-dev/beige/internal/atomicfile"
+	"github.com/beige-dev/beige/internal/home"
 	"github.com/beige-dev/beige/internal/llm"
 )
 
@@ -406,5 +407,10 @@ func saveSessionMap(path string, m map[string]mapEntry) error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(path, append(data, '\n'), 0o600)
+	data = append(data, '\n')
+	err = atomicfile.Write(path, data, 0o600)
+	if home.ReleaseOnFull(err) {
+		err = atomicfile.Write(path, data, 0o600)
+	}
+	return err
 }

@@ -175,3 +175,38 @@ func TestGatewayLockIsExclusive(t *testing.T) {
 	}
 	b.Release()
 }
+
+// A restart after an agent filled the disk can still write its PID file:
+// the reserve left by the last run is released for it.
+func TestPIDFileWrittenOnAFullDisk(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs")
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
+	h := home.Home{Dir: filepath.Join(mnt, "beige")}
+	h.Setup()
+	home.OpenReserve(h, &home.ReserveOptions{Size: 1 << 20}).Close() // the last run's
+	// Fill the disk, then take even the last free page with the pid file's
+	// own first block.
+	f, _ := os.Create(filepath.Join(mnt, "fill"))
+	buf := make([]byte, 4096)
+	for range 1 << 12 {
+		if _, err := f.Write(buf); err != nil {
+			break
+		}
+	}
+	f.Close()
+	os.WriteFile(h.PIDFile(), nil, 0o600)
+	r := home.OpenReserve(h, &home.ReserveOptions{Size: 1 << 20})
+	defer r.Close()
+	if err := writePIDFile(h); err != nil {
+		t.Fatalf("write pid file on a full disk: %v", err)
+	}
+	if pid := readPIDFile(h); pid != os.Getpid() {
+		t.Errorf("pid file holds %d", pid)
+	}
+}

@@ -28,6 +28,14 @@ func (g *Gateway) Health(ctx context.Context) proto.Health {
 	if msg := g.configErr.Load(); msg != nil {
 		h.Config = *msg
 	}
+	if g.opts.Disk != nil {
+		if p := g.opts.Disk.Problem(); p != "" {
+			h.Disk = p
+			if h.Status == "ok" {
+				h.Status = "degraded"
+			}
+		}
+	}
 	for name, a := range g.agents {
 		if p := a.problem(); p != "" {
 			if h.Agents == nil {

@@ -56,6 +56,9 @@ type Options struct {
 	// Reload reads the config from disk again, for a restart; nil means a
 	// restart keeps the config it has.
 	Reload func() (*config.Config, error)
+	// Disk, if set, reports a problem with $BEIGE_HOME's disk ("" when
+	// none) for /api/health: the gateway's disk reserve (home.Reserve).
+	Disk interface{ Problem() string }
 }
 
 // Gateway is a running gateway.

@@ -358,6 +358,9 @@ func (h *Health) Flush() {
 	if err == nil {
 		if err = os.MkdirAll(filepath.Dir(h.path), 0o700); err == nil {
 			err = atomicfile.Write(h.path, data, 0o600)
+			if home.ReleaseOnFull(err) {
+				err = atomicfile.Write(h.path, data, 0o600)
+			}
 		}
 	}
 	if err != nil {

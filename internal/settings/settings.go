@@ -16,6 +16,7 @@ import (
 	"sync"
 
 	"github.com/beige-dev/beige/internal/atomicfile"
+	"github.com/beige-dev/beige/internal/home"
 )
 
 // Store holds every session's overrides. It is safe for concurrent use.
@@ -108,7 +109,12 @@ func (s *Store) save() error {
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
 		return fmt.Errorf("settings: %w", err)
 	}
-	if err := atomicfile.Write(s.path, append(data, '\n'), 0o600); err != nil {
+	data = append(data, '\n')
+	err = atomicfile.Write(s.path, data, 0o600)
+	if home.ReleaseOnFull(err) { // the disk is full: the gateway's reserve is freed for this
+		err = atomicfile.Write(s.path, data, 0o600)
+	}
+	if err != nil {
 		return fmt.Errorf("settings: save %s: %w", s.path, err)
 	}
 	return nil
