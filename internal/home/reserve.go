@@ -269,4 +269,3 @@ func mountPoint(dir string) string {
 	}
 	return best
 }
-
