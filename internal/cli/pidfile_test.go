@@ -210,3 +210,37 @@ func TestPIDFileWrittenOnAFullDisk(t *testing.T) {
 		t.Errorf("pid file holds %d", pid)
 	}
 }
+
+// A process that is not beige but holds a lock on gateway.lock (say
+// `flock gateway.lock sleep`) is not taken for the gateway.
+func TestLockHeldByAStrangerIsNotTheGateway(t *testing.T) {
+	dir := withHome(t)
+	run(t, "setup")
+	if _, err := exec.LookPath("flock"); err != nil {
+		t.Skip("no flock program")
+	}
+	lockPath := filepath.Join(dir, "gateway.lock")
+	os.WriteFile(lockPath, nil, 0o600)
+	cmd := exec.Command("flock", "-x", lockPath, "sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	h, _ := home.Default()
+	for i := 0; ; i++ {
+		if held, _ := lockHeld(h); held {
+			break
+		}
+		if i > 500 {
+			t.Fatal("flock never took the lock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	os.WriteFile(filepath.Join(dir, "gateway.pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o600)
+	if code, out, _ := run(t, "gateway", "stop", "--timeout", "1"); code != 0 || !strings.Contains(out, "not running") {
+		t.Errorf("stop: %d %q", code, out)
+	}
+	if err := syscall.Kill(cmd.Process.Pid, 0); err != nil || isZombie(cmd.Process.Pid) {
+		t.Fatalf("stop signalled flock (%v)", err)
+	}
+}
