@@ -64,6 +64,7 @@ func TestSessionsWrittenOnAFullDisk(t *testing.T) {
 	}
 	r := home.OpenReserve(h, &home.ReserveOptions{Size: 1 << 20})
 	defer r.Close()
+	r.Refresh()
 	e := newEnv(t, wireAnthropic)
 	e.m.Close()
 	e.dir = h.SessionsDir()

@@ -176,7 +176,8 @@ func (a *app) runForeground(ctx context.Context, level string, daemon bool) erro
 	logger.Info("starting gateway", "config", cfg.File, "home", h.Dir, "log", logPath, "pid", os.Getpid())
 
 	// The disk reserve first: a reserve left by the last run is what lets
-	// this one write its PID file on a disk an agent filled.
+	// this one write its PID file on a disk an agent filled. It is made
+	// (or completed) in the background, by Watch.
 	reserve := home.OpenReserve(h, &home.ReserveOptions{Logger: logger.With("component", "disk")})
 	defer reserve.Close()
 	if err := writePIDFile(h); err != nil {

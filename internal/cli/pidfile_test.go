@@ -189,7 +189,9 @@ func TestPIDFileWrittenOnAFullDisk(t *testing.T) {
 	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
 	h := home.Home{Dir: filepath.Join(mnt, "beige")}
 	h.Setup()
-	home.OpenReserve(h, &home.ReserveOptions{Size: 1 << 20}).Close() // the last run's
+	last := home.OpenReserve(h, &home.ReserveOptions{Size: 1 << 20}) // the last run's
+	last.Refresh()
+	last.Close()
 	// Fill the disk, then take even the last free page with the pid file's
 	// own first block.
 	f, _ := os.Create(filepath.Join(mnt, "fill"))

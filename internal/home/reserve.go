@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -46,8 +47,10 @@ type Reserve struct {
 	size, low int64
 	log       *slog.Logger
 
-	mu       sync.Mutex
-	released bool // released since it was last made whole
+	mu     sync.Mutex
+	whole  bool        // the file is there at its full size
+	freed  atomic.Bool // released on a full disk, not made again yet (read without mu)
+	warned bool        // "no room for the reserve" was logged
 }
 
 var (
@@ -55,10 +58,10 @@ var (
 	reserves   = map[*Reserve]bool{}
 )
 
-// OpenReserve makes (or completes) the reserve of h and registers it for
-// ReleaseOnFull until Close. A reserve that cannot be made whole (the disk
-// is already full) is logged and is there as far as it goes; health then
-// reports the disk low.
+// OpenReserve registers the reserve of h for ReleaseOnFull until Close. It
+// writes nothing: a reserve file left by the last run is there to release
+// at once (that is what lets a start on a full disk write its PID file),
+// and Refresh (or Watch) makes or completes it.
 func OpenReserve(h Home, opts *ReserveOptions) *Reserve {
 	var o ReserveOptions
 	if opts != nil {
@@ -74,10 +77,7 @@ func OpenReserve(h Home, opts *ReserveOptions) *Reserve {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	r := &Reserve{dir: h.Dir, path: h.DiskReserve(), size: o.Size, low: o.LowBytes, log: o.Logger}
-	if err := r.make(); err != nil {
-		r.log.Warn("disk reserve: cannot be made whole; the gateway's own writes may fail when the disk fills", "file", r.path, "size", r.size, "err", err)
-		r.released = true
-	}
+	r.whole = r.isWhole()
 	reservesMu.Lock()
 	reserves[r] = true
 	reservesMu.Unlock()
@@ -89,6 +89,17 @@ func (r *Reserve) Close() {
 	reservesMu.Lock()
 	delete(reserves, r)
 	reservesMu.Unlock()
+}
+
+// isWhole reports whether the reserve file is there, regular, at its full
+// size and not sparse.
+func (r *Reserve) isWhole() bool {
+	st, err := os.Lstat(r.path)
+	if err != nil || !st.Mode().IsRegular() || st.Size() < r.size {
+		return false
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	return !ok || sys.Blocks*512 >= r.size
 }
 
 // make writes the reserve file up to its size, with data (not zeroes,
@@ -138,44 +149,52 @@ func (r *Reserve) make() error {
 func (r *Reserve) Release() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.freed.Store(true)
+	r.whole = false
 	st, err := os.Lstat(r.path)
 	if err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
-		r.released = true
 		return false
 	}
 	if err := os.Remove(r.path); err != nil {
 		r.log.Error("disk reserve: cannot release", "file", r.path, "err", err)
 		return false
 	}
-	r.released = true
 	r.log.Warn("disk full: reserve released so that the gateway's own writes go on", "file", r.path, "freed", st.Size(), "fs", mountPoint(r.dir))
 	return true
 }
 
-// Refresh makes the reserve again when it was released and there is room
-// for it and the low mark besides; it reports whether the reserve is whole.
+// Refresh makes the reserve (again) when it is not whole and there is
+// room for it and the low mark besides; it reports whether it is whole.
 func (r *Reserve) Refresh() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.released {
+	if r.whole {
 		return true
 	}
 	free, err := freeBytes(r.dir)
 	if err != nil || free < uint64(r.size+r.low) {
+		if !r.warned {
+			r.log.Warn("disk reserve: no room for it yet; the gateway's own writes may fail if the disk fills", "file", r.path, "size", r.size, "free", free, "err", err)
+			r.warned = true
+		}
 		return false
 	}
 	if err := r.make(); err != nil {
-		os.Remove(r.path) // a partial reserve would only take the space back
-		r.log.Warn("disk reserve: cannot be made again yet", "file", r.path, "err", err)
+		os.Remove(r.path) // a partial reserve would only hold space back
+		r.log.Warn("disk reserve: cannot be made", "file", r.path, "err", err)
 		return false
 	}
-	r.released = false
-	r.log.Info("disk reserve made again", "file", r.path, "size", r.size)
+	if r.freed.Load() {
+		r.log.Info("disk reserve made again", "file", r.path, "size", r.size)
+	}
+	r.whole, r.warned = true, false
+	r.freed.Store(false)
 	return true
 }
 
-// Watch calls Refresh every interval until ctx ends.
+// Watch calls Refresh now and then every interval until ctx ends.
 func (r *Reserve) Watch(ctx context.Context, interval time.Duration) {
+	r.Refresh()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -189,12 +208,10 @@ func (r *Reserve) Watch(ctx context.Context, interval time.Duration) {
 }
 
 // Problem is what /api/health reports for the disk: "" when the reserve is
-// whole and free space is above the low mark, else
+// not released and free space is above the low mark, else
 // "disk full/low: N MB free on <mount point>".
 func (r *Reserve) Problem() string {
-	r.mu.Lock()
-	released := r.released
-	r.mu.Unlock()
+	released := r.freed.Load()
 	free, err := freeBytes(r.dir)
 	if err != nil {
 		return fmt.Sprintf("disk: cannot check free space of %s: %v", r.dir, err)

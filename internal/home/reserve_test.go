@@ -69,6 +69,13 @@ func TestReserveKeepsRoomForTheGateway(t *testing.T) {
 	}
 	r := OpenReserve(h, &ReserveOptions{Size: 2 << 20, LowBytes: 1 << 20})
 	defer r.Close()
+	// Opening writes nothing (a start is not slowed) and is not a problem.
+	if _, err := os.Stat(h.DiskReserve()); err == nil || r.Problem() != "" {
+		t.Errorf("after open: reserve file %v, problem %q", err, r.Problem())
+	}
+	if !r.Refresh() {
+		t.Fatal("reserve not made")
+	}
 	st, err := os.Stat(h.DiskReserve())
 	if err != nil || st.Size() != 2<<20 || st.Sys().(*syscall.Stat_t).Blocks*512 < 2<<20 {
 		t.Fatalf("reserve file: %v, %v (want 2 MiB of real blocks)", st, err)
@@ -124,7 +131,9 @@ func TestReserveSurvivesRestart(t *testing.T) {
 	mnt := SmallFS(t, "8m")
 	h := Home{Dir: filepath.Join(mnt, "beige")}
 	h.Setup()
-	OpenReserve(h, &ReserveOptions{Size: 2 << 20}).Close()
+	last := OpenReserve(h, &ReserveOptions{Size: 2 << 20})
+	last.Refresh()
+	last.Close()
 	FillDisk(t, filepath.Join(mnt, "fill"))
 	r := OpenReserve(h, &ReserveOptions{Size: 2 << 20})
 	defer r.Close()
