@@ -106,9 +106,9 @@ type Manager struct {
 const SessionMapFile = "session-map.json"
 
 // NewManager returns a Manager over cfg.SessionsDir, creating the folder
-// (0700) and reading its session map. A session map that cannot be parsed
-// is set aside (renamed *.bad) with a warning: its session files stay, and
-// sessions start afresh.
+// (0700) and reading its session map. A missing or corrupt session map is
+// rebuilt from the session files' headers (a corrupt one is kept as
+// *.bad); see openSessionMap.
 func NewManager(cfg ManagerConfig) (*Manager, error) {
 	if cfg.SessionsDir == "" || cfg.Agents == nil {
 		return nil, errors.New("agent: NewManager needs a sessions folder and an AgentFunc")
@@ -124,15 +124,9 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("agent: sessions folder: %w", err)
 	}
-	mapPath := filepath.Join(dir, SessionMapFile)
-	index, err := loadSessionMap(mapPath)
+	index, err := openSessionMap(dir, log)
 	if err != nil {
-		bad := mapPath + ".bad"
-		log.Warn("session map unreadable; set aside, sessions start afresh", "file", mapPath, "movedTo", bad, "err", err)
-		if rerr := os.Rename(mapPath, bad); rerr != nil {
-			return nil, fmt.Errorf("agent: session map: %w (and set it aside: %v)", err, rerr)
-		}
-		index = map[string]mapEntry{}
+		return nil, fmt.Errorf("agent: session map: %w", err)
 	}
 	return &Manager{
 		dir: dir, agents: cfg.Agents, hooks: cfg.Hooks, log: log,
@@ -354,7 +348,11 @@ func (m *Manager) load(ctx context.Context, s *session) (*conversation, error) {
 			log.Debug("session resumed", "file", e.SessionFile, "messages", len(conv.msgs))
 			return conv, nil
 		}
-		log.Warn("session file cannot be resumed; starting a new session", "file", e.SessionFile, "err", err)
+		if errors.Is(err, errNoHeader) {
+			setAsideSessionFile(e.SessionFile, err, log)
+		} else {
+			log.Warn("session file cannot be resumed; starting a new session", "file", e.SessionFile, "err", err)
+		}
 	} else if ok && e.AgentName != s.agent {
 		log.Info("session key now used by another agent; starting a new session", "previousAgent", e.AgentName)
 	}
@@ -365,7 +363,7 @@ func (m *Manager) load(ctx context.Context, s *session) (*conversation, error) {
 // at it.
 func (m *Manager) create(ctx context.Context, agent, key string) (*conversation, error) {
 	log := m.log.With("agent", agent, "session", key)
-	conv, err := createConversation(filepath.Join(m.dir, agent), log)
+	conv, err := createConversation(filepath.Join(m.dir, agent), agent, key, log)
 	if err != nil {
 		return nil, fmt.Errorf("agent %q session %q: %w", agent, key, err)
 	}

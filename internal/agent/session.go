@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/beige-dev/beige/internal/home"
 	"github.com/beige-dev/beige/internal/llm"
 )
 
@@ -41,8 +42,8 @@ func sessionFileName(t time.Time) string {
 }
 
 // createConversation starts a new session file in dir (created 0700), with
-// its header, mode 0600.
-func createConversation(dir string, log *slog.Logger) (*conversation, error) {
+// its header naming agent and key, mode 0600.
+func createConversation(dir, agent, key string, log *slog.Logger) (*conversation, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create session folder: %w", err)
 	}
@@ -59,7 +60,8 @@ func createConversation(dir string, log *slog.Logger) (*conversation, error) {
 		return nil, fmt.Errorf("create session file: %w", err)
 	}
 	c := &conversation{path: f.Name(), f: f, createdAt: now, log: log, known: map[string]bool{}}
-	if err := c.write(headerLine{Type: entrySession, Version: SessionVersion, ID: newUUID(), Timestamp: isoTime(now), CWD: sessionCWD}); err != nil {
+	if err := c.write(headerLine{Type: entrySession, Version: SessionVersion, ID: newUUID(), Timestamp: isoTime(now), CWD: sessionCWD,
+		SessionKey: key, AgentName: agent}); err != nil {
 		f.Close()
 		os.Remove(f.Name())
 		return nil, fmt.Errorf("create session file: %w", err)
@@ -83,6 +85,15 @@ func openConversation(path string, log *slog.Logger) (*conversation, error) {
 		log.Warn("session file: "+p, "file", path)
 	}
 	if sf.truncateAt >= 0 {
+		// Keep the bytes cut off beside the file: they may be more than a
+		// torn line.
+		if data, err := os.ReadFile(path); err == nil && int64(len(data)) > sf.truncateAt {
+			bad, kerr := home.KeepCopy(path, data[sf.truncateAt:])
+			if kerr != nil {
+				return nil, fmt.Errorf("session file %s: keep torn last line: %w", path, kerr)
+			}
+			log.Warn("session file: torn last line cut off and kept", "file", path, "keptAs", bad, "bytes", len(data)-int(sf.truncateAt))
+		}
 		if err := os.Truncate(path, sf.truncateAt); err != nil {
 			return nil, fmt.Errorf("session file %s: drop torn last line: %w", path, err)
 		}
@@ -124,7 +135,15 @@ func (c *conversation) write(v any) error {
 		// What reached the file is unknown: start the next entry on a line
 		// of its own, so at most this one is lost.
 		c.newline = true
-		return err
+		if !home.ReleaseOnFull(err) {
+			return err
+		}
+		// The disk was full and the gateway's reserve is now free: once
+		// more, on a line of its own (a partial line is skipped on reading).
+		c.log.Warn("session file: disk full; written again after releasing the disk reserve", "file", c.path)
+		if _, err := c.f.Write(append([]byte{'\n'}, b...)); err != nil {
+			return err
+		}
 	}
 	c.newline = false
 	return nil

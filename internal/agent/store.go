@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/beige-dev/beige/internal/atomicfile"
+	"github.com/beige-dev/beige/internal/home"
 	"github.com/beige-dev/beige/internal/llm"
 )
 
@@ -19,6 +20,10 @@ import (
 // 3: JSON lines, a header first,
 //
 //	{"type":"session","version":3,"id":"<uuid>","timestamp":"<RFC 3339>","cwd":"/workspace"}
+//
+// Beige adds two fields to the header, "sessionKey" and "agentName", so
+// that session-map.json can be rebuilt from the files when it is lost or
+// corrupt (pi ignores fields it does not know).
 //
 // then entries, each with an 8-hex id and its parent's id (null for the
 // first), forming a chain:
@@ -83,6 +88,9 @@ type (
 		ID        string `json:"id"`
 		Timestamp string `json:"timestamp"`
 		CWD       string `json:"cwd"`
+		// SessionKey and AgentName are Beige's: whose session this is.
+		SessionKey string `json:"sessionKey,omitempty"`
+		AgentName  string `json:"agentName,omitempty"`
 	}
 	messageLine struct {
 		Type      string      `json:"type"`
@@ -117,8 +125,10 @@ type entry struct {
 	ParentID  string // "" for null
 	Timestamp string
 
-	Version int    // header
-	CWD     string // header
+	Version    int    // header
+	CWD        string // header
+	SessionKey string // header
+	AgentName  string // header
 
 	Message *llm.Message // message
 
@@ -139,6 +149,8 @@ func parseEntry(line []byte) (entry, error) {
 		Timestamp        string          `json:"timestamp"`
 		Version          int             `json:"version"`
 		CWD              string          `json:"cwd"`
+		SessionKey       string          `json:"sessionKey"`
+		AgentName        string          `json:"agentName"`
 		Message          json.RawMessage `json:"message"`
 		Summary          string          `json:"summary"`
 		FirstKeptEntryID string          `json:"firstKeptEntryId"`
@@ -155,7 +167,7 @@ func parseEntry(line []byte) (entry, error) {
 	}
 	e := entry{
 		Type: raw.Type, ID: raw.ID, Timestamp: raw.Timestamp,
-		Version: raw.Version, CWD: raw.CWD,
+		Version: raw.Version, CWD: raw.CWD, SessionKey: raw.SessionKey, AgentName: raw.AgentName,
 		Summary: raw.Summary, FirstKeptEntryID: raw.FirstKeptEntryID, TokensBefore: raw.TokensBefore,
 		Provider: raw.Provider, ModelID: raw.ModelID,
 	}
@@ -395,5 +407,10 @@ func saveSessionMap(path string, m map[string]mapEntry) error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(path, append(data, '\n'), 0o600)
+	data = append(data, '\n')
+	err = atomicfile.Write(path, data, 0o600)
+	if home.ReleaseOnFull(err) {
+		err = atomicfile.Write(path, data, 0o600)
+	}
+	return err
 }

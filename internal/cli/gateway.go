@@ -175,7 +175,12 @@ func (a *app) runForeground(ctx context.Context, level string, daemon bool) erro
 	logger := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: lvl}))
 	logger.Info("starting gateway", "config", cfg.File, "home", h.Dir, "log", logPath, "pid", os.Getpid())
 
-	if err := os.WriteFile(h.PIDFile(), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+	// The disk reserve first: a reserve left by the last run is what lets
+	// this one write its PID file on a disk an agent filled. It is made
+	// (or completed) in the background, by Watch.
+	reserve := home.OpenReserve(h, &home.ReserveOptions{Logger: logger.With("component", "disk")})
+	defer reserve.Close()
+	if err := writePIDFile(h); err != nil {
 		return exitf(ExitFailure, "write pid file: %v", err)
 	}
 	defer os.Remove(h.PIDFile())
@@ -185,6 +190,7 @@ func (a *app) runForeground(ctx context.Context, level string, daemon bool) erro
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go reserve.Watch(ctx, reserveWatchInterval)
 	reload := func() (*config.Config, error) {
 		c, err := config.Load(cfg.File, loadOptions())
 		if err != nil {
@@ -192,7 +198,7 @@ func (a *app) runForeground(ctx context.Context, level string, daemon bool) erro
 		}
 		return c, nil
 	}
-	if err := gateway.Run(ctx, gateway.Options{Home: h, Config: cfg, Logger: logger, Reload: reload}); err != nil {
+	if err := gateway.Run(ctx, gateway.Options{Home: h, Config: cfg, Logger: logger, Reload: reload, Disk: reserve}); err != nil {
 		logger.Error("gateway failed", "err", err)
 		return exitf(ExitFailure, "%v", err)
 	}
@@ -200,6 +206,21 @@ func (a *app) runForeground(ctx context.Context, level string, daemon bool) erro
 		fmt.Fprintln(a.streams.Err, "beige: gateway stopped")
 	}
 	return nil
+}
+
+// reserveWatchInterval is how often a released disk reserve is made again
+// when there is room.
+const reserveWatchInterval = 30 * time.Second
+
+// writePIDFile writes this process's pid to gateway.pid; on a full disk it
+// releases the disk reserve and tries once more.
+func writePIDFile(h home.Home) error {
+	data := []byte(strconv.Itoa(os.Getpid()) + "\n")
+	err := os.WriteFile(h.PIDFile(), data, 0o600)
+	if home.ReleaseOnFull(err) {
+		err = os.WriteFile(h.PIDFile(), data, 0o600)
+	}
+	return err
 }
 
 func logPathOf(cfg *config.Config, h home.Home) string {
@@ -320,6 +341,9 @@ func (a *app) startBackground(level string, timeout time.Duration) error {
 		}
 		if err == nil && last.Status == "degraded" {
 			fmt.Fprintf(a.streams.Out, "gateway started but degraded: pid %d, API %s\n", child.Process.Pid, c.base)
+			if last.Disk != "" {
+				fmt.Fprintf(a.streams.Out, "  %s\n", last.Disk)
+			}
 			for agent, problem := range last.Agents {
 				fmt.Fprintf(a.streams.Out, "  agent %s: %s\n", agent, problem)
 			}
@@ -420,6 +444,9 @@ func (a *app) gatewayStatus() error {
 		return &ExitError{Code: ExitFailure}
 	}
 	fmt.Fprintf(a.streams.Out, "health:  %s\n", health.Status)
+	if health.Disk != "" {
+		fmt.Fprintf(a.streams.Out, "disk:    %s\n", health.Disk)
+	}
 	if health.Config != "" {
 		fmt.Fprintf(a.streams.Out, "config:  the last reload was refused: %s\n", health.Config)
 	}

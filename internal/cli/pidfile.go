@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -156,6 +157,7 @@ func sameExecutable(pid int) bool {
 // lock on gateway.lock is held, and the process named by gateway.pid is
 // alive and is the one holding it. When the PID file names someone else (or
 // nothing) while the lock is held, the holder from /proc/locks is returned.
+// The holder must be a live process (a zombie is dead) running beige.
 func runningPID(h home.Home) (int, bool) {
 	held, ino := lockHeld(h)
 	if !held {
@@ -171,14 +173,25 @@ func runningPID(h home.Home) (int, bool) {
 		return 0, false
 	}
 	for _, p := range holders {
-		if p == pid && alive(p) {
+		if p == pid && alive(p) && beigeProgram(p) {
 			return p, true
 		}
 	}
 	for _, p := range holders {
-		if alive(p) {
+		if alive(p) && beigeProgram(p) {
 			return p, true
 		}
 	}
 	return 0, false
+}
+
+// beigeProgram reports whether pid runs beige: this very program file, or
+// one named beige* (another build or install of it). A process that merely
+// holds a lock on gateway.lock (`flock gateway.lock sleep 99`) is not it.
+func beigeProgram(pid int) bool {
+	if sameExecutable(pid) {
+		return true
+	}
+	target, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	return err == nil && strings.HasPrefix(filepath.Base(strings.TrimSuffix(target, " (deleted)")), "beige")
 }

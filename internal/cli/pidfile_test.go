@@ -175,3 +175,74 @@ func TestGatewayLockIsExclusive(t *testing.T) {
 	}
 	b.Release()
 }
+
+// A restart after an agent filled the disk can still write its PID file:
+// the reserve left by the last run is released for it.
+func TestPIDFileWrittenOnAFullDisk(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs")
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
+	h := home.Home{Dir: filepath.Join(mnt, "beige")}
+	h.Setup()
+	last := home.OpenReserve(h, &home.ReserveOptions{Size: 1 << 20}) // the last run's
+	last.Refresh()
+	last.Close()
+	// Fill the disk, then take even the last free page with the pid file's
+	// own first block.
+	f, _ := os.Create(filepath.Join(mnt, "fill"))
+	buf := make([]byte, 4096)
+	for range 1 << 12 {
+		if _, err := f.Write(buf); err != nil {
+			break
+		}
+	}
+	f.Close()
+	os.WriteFile(h.PIDFile(), nil, 0o600)
+	r := home.OpenReserve(h, &home.ReserveOptions{Size: 1 << 20})
+	defer r.Close()
+	if err := writePIDFile(h); err != nil {
+		t.Fatalf("write pid file on a full disk: %v", err)
+	}
+	if pid := readPIDFile(h); pid != os.Getpid() {
+		t.Errorf("pid file holds %d", pid)
+	}
+}
+
+// A process that is not beige but holds a lock on gateway.lock (say
+// `flock gateway.lock sleep`) is not taken for the gateway.
+func TestLockHeldByAStrangerIsNotTheGateway(t *testing.T) {
+	dir := withHome(t)
+	run(t, "setup")
+	if _, err := exec.LookPath("flock"); err != nil {
+		t.Skip("no flock program")
+	}
+	lockPath := filepath.Join(dir, "gateway.lock")
+	os.WriteFile(lockPath, nil, 0o600)
+	cmd := exec.Command("flock", "-x", lockPath, "sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	h, _ := home.Default()
+	for i := 0; ; i++ {
+		if held, _ := lockHeld(h); held {
+			break
+		}
+		if i > 500 {
+			t.Fatal("flock never took the lock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	os.WriteFile(filepath.Join(dir, "gateway.pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o600)
+	if code, out, _ := run(t, "gateway", "stop", "--timeout", "1"); code != 0 || !strings.Contains(out, "not running") {
+		t.Errorf("stop: %d %q", code, out)
+	}
+	if err := syscall.Kill(cmd.Process.Pid, 0); err != nil || isZombie(cmd.Process.Pid) {
+		t.Fatalf("stop signalled flock (%v)", err)
+	}
+}

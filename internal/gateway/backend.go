@@ -30,6 +30,14 @@ func (g *Gateway) Health(ctx context.Context) proto.Health {
 		h.Config = *msg
 	}
 	engine := g.pingEngine(ctx)
+	if g.opts.Disk != nil {
+		if p := g.opts.Disk.Problem(); p != "" {
+			h.Disk = p
+			if h.Status == "ok" {
+				h.Status = "degraded"
+			}
+		}
+	}
 	for name, a := range g.agents {
 		p := a.problem()
 		if p == "" && engine != nil {

@@ -60,6 +60,9 @@ type Options struct {
 	// Egress tunes the agents' egress proxies (tests: a resolver, a
 	// dialer); nil means the defaults. Audit and Logger are the gateway's.
 	Egress *egress.Options
+	// Disk, if set, reports a problem with $BEIGE_HOME's disk ("" when
+	// none) for /api/health: the gateway's disk reserve (home.Reserve).
+	Disk interface{ Problem() string }
 }
 
 // Gateway is a running gateway.

@@ -33,6 +33,7 @@ type Health struct {
 	Status string            `json:"status"`
 	Agents map[string]string `json:"agents,omitempty"` // agent -> problem, only for agents that are not ready
 	Config string            `json:"config,omitempty"` // why the last config reload was refused
+	Disk   string            `json:"disk,omitempty"`   // "disk full/low: N MB free on <fs>" when $BEIGE_HOME's disk is
 }
 
 // ModelRef names a model of a configured provider.

@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -140,6 +141,8 @@ func OpenHealth(path string, opts *HealthOptions) *Health {
 	}
 	// Unreadable or corrupt: keep it beside the new one, never overwrite it
 	// (it may hold a long cooldown that someone wants to read back).
+	// What can still be read (a cooldown before the damage) is kept.
+	h.entries = salvageHealth(data, h.now())
 	bad, serr := home.SetAside(path)
 	if serr != nil {
 		h.log.Error("provider health: cannot read the file nor set it aside; health is kept in memory only and the file is left as it is",
@@ -147,8 +150,55 @@ func OpenHealth(path string, opts *HealthOptions) *Health {
 		h.path = ""
 		return h
 	}
-	h.log.Warn("provider health: corrupt file set aside, starting empty", "path", path, "keptAs", bad, "err", err)
+	h.log.Warn("provider health: corrupt file set aside", "path", path, "keptAs", bad, "entriesKept", len(h.entries), "err", err)
+	if len(h.entries) > 0 {
+		h.dirty = true
+		h.changedLocked()
+	}
 	return h
+}
+
+// salvageHealth reads the entries of a damaged health file up to the first
+// one that does not parse, with decodeHealth's leniency.
+func salvageHealth(data []byte, now time.Time) map[string]*healthEntry {
+	out := map[string]*healthEntry{}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return out
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		name, ok := t.(string)
+		if err != nil || !ok {
+			return out
+		}
+		if name != "providers" {
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return out
+			}
+			continue
+		}
+		if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+			return out
+		}
+		for dec.More() {
+			t, err := dec.Token()
+			key, ok := t.(string)
+			if err != nil || !ok {
+				return out
+			}
+			var fe healthFileEntry
+			if dec.Decode(&fe) != nil {
+				return out
+			}
+			if key != "" {
+				out[key] = entryFromFile(fe, now)
+			}
+		}
+		return out
+	}
+	return out
 }
 
 // decodeHealth parses a health file, dropping expired cooldowns and
@@ -164,16 +214,20 @@ func decodeHealth(data []byte, now time.Time) (map[string]*healthEntry, error) {
 		if key == "" {
 			continue
 		}
-		e := &healthEntry{
-			ConsecutiveFailures: min(max(fe.ConsecutiveFailures, 0), maxFailures),
-			LastError:           truncate(fe.LastError, maxLastError),
-		}
-		e.RateLimitedAt, _ = parseTime(fe.RateLimitedAt)
-		e.RetryAfter, _ = parseTime(fe.RetryAfter)
-		e.expire(now)
-		entries[key] = e
+		entries[key] = entryFromFile(fe, now)
 	}
 	return entries, nil
+}
+
+func entryFromFile(fe healthFileEntry, now time.Time) *healthEntry {
+	e := &healthEntry{
+		ConsecutiveFailures: min(max(fe.ConsecutiveFailures, 0), maxFailures),
+		LastError:           truncate(fe.LastError, maxLastError),
+	}
+	e.RateLimitedAt, _ = parseTime(fe.RateLimitedAt)
+	e.RetryAfter, _ = parseTime(fe.RetryAfter)
+	e.expire(now)
+	return e
 }
 
 func parseTime(s string) (time.Time, bool) {
@@ -358,6 +412,9 @@ func (h *Health) Flush() {
 	if err == nil {
 		if err = os.MkdirAll(filepath.Dir(h.path), 0o700); err == nil {
 			err = atomicfile.Write(h.path, data, 0o600)
+			if home.ReleaseOnFull(err) {
+				err = atomicfile.Write(h.path, data, 0o600)
+			}
 		}
 	}
 	if err != nil {

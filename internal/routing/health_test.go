@@ -358,3 +358,33 @@ func FuzzDecodeHealth(f *testing.F) {
 		}
 	})
 }
+
+// A cooldown written before the damage in a corrupt file is still in force.
+func TestHealthCorruptFileKeepsReadableCooldowns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), HealthFile)
+	until := time.Now().Add(24 * time.Hour).UTC().Truncate(time.Second)
+	content := `{"providers": {"anthropic/claude-x": {"rateLimitedAt": "` + time.Now().UTC().Format(time.RFC3339) +
+		`", "retryAfter": "` + until.Format(time.RFC3339) + `", "consecutiveFailures": 1}, "zai/glm": {"consecutiveFail`
+	os.WriteFile(path, []byte(content), 0o600)
+	log, _ := logBuffer()
+	h := OpenHealth(path, &HealthOptions{Logger: log})
+	defer h.Close()
+	if got, ok := h.CooldownUntil("anthropic/claude-x", time.Now()); !ok || !got.Equal(until) {
+		t.Errorf("the 24 h cooldown was lost: %v %v", got, ok)
+	}
+	if b, _ := os.ReadFile(path + ".bad"); string(b) != content {
+		t.Errorf(".bad = %q", b)
+	}
+}
+
+func FuzzSalvageHealth(f *testing.F) {
+	f.Add([]byte(`{"providers": {"a/m": {"retryAfter": "2099-01-01T00:00:00Z"}, "b`))
+	f.Add([]byte(`{"lastUpdated": 1, "providers": []}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for k, e := range salvageHealth(data, time.Now()) {
+			if k == "" || e == nil || e.ConsecutiveFailures < 0 || e.ConsecutiveFailures > maxFailures {
+				t.Fatalf("bad entry %q %+v", k, e)
+			}
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/beige-dev/beige/internal/llm"
@@ -114,16 +115,31 @@ type Options struct {
 	IdleTimeout time.Duration
 	// Logger receives a line per failed attempt; nil means slog.Default().
 	Logger *slog.Logger
+	// PassBackoff is the pause before the second pass; it doubles before
+	// each later one, and each pause is jittered to between half and all of
+	// it, so that prompts failing together do not retry together. 0 means
+	// DefaultPassBackoff; a negative value means no pause (a storm of
+	// retries against an overloaded provider: for tests).
+	PassBackoff time.Duration
 }
+
+// DefaultPassBackoff is the pause before the second pass of the fallback
+// loop (see Options.PassBackoff).
+const DefaultPassBackoff = time.Second
 
 // Router runs the fallback loop. One Router serves the whole gateway: the
 // health store and the concurrency pools it holds are shared by every
 // agent and session. It is safe for concurrent use.
 type Router struct {
-	health *Health
-	limits *Limiters
-	idle   time.Duration
-	log    *slog.Logger
+	health  *Health
+	limits  *Limiters
+	idle    time.Duration
+	log     *slog.Logger
+	backoff time.Duration
+	// jitter returns a number in [0, 1); sleep waits d or until ctx ends.
+	// Tests replace them.
+	jitter func() float64
+	sleep  func(ctx context.Context, d time.Duration) error
 }
 
 // NewRouter returns a router.
@@ -132,7 +148,11 @@ func NewRouter(opts *Options) *Router {
 	if opts != nil {
 		o = *opts
 	}
-	r := &Router{health: o.Health, limits: o.Limiters, idle: o.IdleTimeout, log: o.Logger}
+	r := &Router{health: o.Health, limits: o.Limiters, idle: o.IdleTimeout, log: o.Logger,
+		backoff: o.PassBackoff, jitter: rand.Float64, sleep: sleepCtx}
+	if r.backoff == 0 {
+		r.backoff = DefaultPassBackoff
+	}
 	if r.health == nil {
 		r.health = OpenHealth("", nil)
 	}
@@ -156,7 +176,11 @@ func (r *Router) Health() *Health { return r.health }
 // or at once after a fatal error (400, 401, 403). A rate limit puts the
 // model in a global cooldown (Health); a transient error (529,
 // overloaded) does not, and the model is tried again on the next pass.
-// There is no pause between passes.
+// Between passes the loop pauses (see Options.PassBackoff), but never past
+// ctx's deadline: when the pause would end after it, the run ends there.
+// The cooldown is checked again when the provider's concurrency slot is
+// granted, so that requests queued behind the one that got a 429 do not
+// follow it to the same model.
 //
 // emit (may be nil) receives the events of every attempt as they come,
 // except the error event of a failed attempt; before an attempt that is
@@ -189,7 +213,20 @@ func (r *Router) Stream(ctx context.Context, candidates []Candidate, c llm.Conte
 		lastRes    result
 		lastReason string
 	)
+passes:
 	for p.pass = 0; p.pass < MaxPasses; p.pass++ {
+		if p.pass > 0 && p.inPlay() {
+			d := r.passPause(p.pass)
+			if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
+				r.log.Info("no time left for another pass", "pass", p.pass+1, "pause", d)
+				break passes
+			}
+			if err := r.sleep(ctx, d); err != nil {
+				msg := failedMessage(candidates[max(last, 0)], llm.StopReasonAborted, "Request was aborted")
+				emit(llm.Event{Type: llm.EventError, Reason: string(llm.StopReasonAborted), Error: msg})
+				return msg, candidates[max(last, 0)], llm.AbortError(ctx)
+			}
+		}
 		for i, cand := range candidates {
 			if p.out[i] {
 				continue
@@ -201,18 +238,28 @@ func (r *Router) Stream(ctx context.Context, candidates []Candidate, c llm.Conte
 				p.record(i, a)
 				continue
 			}
-			if last >= 0 || i != 0 {
-				from, reason := candidates[0], ReasonRateLimit // the primary is cooling down
-				if last >= 0 {
-					from, reason = candidates[last], lastReason
+			// Said once the slot is granted and the cooldown checked again,
+			// just before the request goes out.
+			announce := func() {
+				if last >= 0 || i != 0 {
+					from, reason := candidates[0], ReasonRateLimit // the primary is cooling down
+					if last >= 0 {
+						from, reason = candidates[last], lastReason
+					}
+					if from.Key() != cand.Key() {
+						obs.fallback(from, cand, reason)
+					}
+					emit(llm.Event{Type: llm.EventModelFallback, Provider: cand.provider(), ModelID: cand.Model.ID})
 				}
-				if from.Key() != cand.Key() {
-					obs.fallback(from, cand, reason)
-				}
-				emit(llm.Event{Type: llm.EventModelFallback, Provider: cand.provider(), ModelID: cand.Model.ID})
 			}
 
-			res := r.call(ctx, cand, c, emit)
+			res := r.call(ctx, cand, c, emit, announce)
+			if res.skipped {
+				a := Attempt{Candidate: cand, Skipped: true, Class: llm.ClassRateLimit, Cooldown: res.cooldown}
+				attempts = append(attempts, a)
+				p.record(i, a)
+				continue
+			}
 			if res.attempted {
 				obs.attempt(cand, res.err, res.dur)
 			}
@@ -278,6 +325,41 @@ type pool struct {
 
 func newPool(n int) *pool { return &pool{out: make([]bool, n), failures: make([]int, n)} }
 
+// inPlay reports whether any candidate is still in the run.
+func (p *pool) inPlay() bool {
+	for _, out := range p.out {
+		if !out {
+			return true
+		}
+	}
+	return false
+}
+
+// passPause is the jittered pause before pass (1 or 2): backoff·2^(pass−1),
+// between half and all of it.
+func (r *Router) passPause(pass int) time.Duration {
+	if r.backoff < 0 {
+		return 0
+	}
+	d := r.backoff << (pass - 1)
+	return d/2 + time.Duration(r.jitter()*float64(d/2))
+}
+
+// sleepCtx waits d, or until ctx ends (then it returns ctx's error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // record applies the pool rules to the outcome of candidate i.
 func (p *pool) record(i int, a Attempt) {
 	if a.Skipped {
@@ -298,6 +380,7 @@ type result struct {
 	err       error
 	class     llm.ErrorClass
 	attempted bool          // the provider was called (not cancelled while queued)
+	skipped   bool          // the model went into a cooldown while this waited for its slot
 	aborted   bool          // the caller's ctx ended
 	timedOut  bool          // the watchdog aborted the stream
 	cooldown  time.Duration // rate limits: the cooldown recorded
@@ -314,8 +397,10 @@ var errIdle = errors.New("routing: watchdog")
 // counts as a failure), holds back the stream's error event for the
 // caller, and records the outcome in Health: success resets the failure
 // count, a rate limit starts a global cooldown, any other failure counts.
-// An abort by the caller is recorded nowhere.
-func (r *Router) call(ctx context.Context, c Candidate, lc llm.Context, emit func(llm.Event)) result {
+// An abort by the caller is recorded nowhere. A model that went into a
+// cooldown while the call waited for its slot is not called (skipped);
+// announce runs just before the request goes out.
+func (r *Router) call(ctx context.Context, c Candidate, lc llm.Context, emit func(llm.Event), announce func()) result {
 	start := time.Now()
 	key := c.Key()
 	release, err := r.limits.Acquire(ctx, c.provider())
@@ -323,6 +408,13 @@ func (r *Router) call(ctx context.Context, c Candidate, lc llm.Context, emit fun
 		return result{err: llm.AbortError(ctx), class: llm.ClassAborted, aborted: true, dur: time.Since(start)}
 	}
 	defer release()
+	// While this waited for the slot, the request ahead of it may have
+	// got a 429 (recorded before its slot was released).
+	now := r.health.Now()
+	if until, ok := r.health.CooldownUntil(key, now); ok {
+		return result{skipped: true, class: llm.ClassRateLimit, cooldown: until.Sub(now), dur: time.Since(start)}
+	}
+	announce()
 
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

@@ -243,7 +243,7 @@ func TestFallbackRules(t *testing.T) {
 			for _, k := range tt.cooling {
 				h.RecordRateLimit(k, clock.Now().Add(time.Minute), nil)
 			}
-			r := NewRouter(&Options{Health: h, Logger: quiet})
+			r := NewRouter(&Options{PassBackoff: -1, Health: h, Logger: quiet})
 			rec := new(recorder)
 			cands := fakeCandidates(&log, &logMu, tt.scripts, tt.models...)
 			msg, got, err := r.Stream(t.Context(), cands, llm.Context{}, rec.emit, rec.observer())
@@ -310,7 +310,7 @@ func TestRateLimitExpiresBetweenPasses(t *testing.T) {
 		"A": {rateLimited(time.Second), ok()},
 		"B": {advance},
 	}, "A", "B")
-	_, got, err := NewRouter(&Options{Health: h, Logger: quiet}).Stream(t.Context(), cands, llm.Context{}, nil, nil)
+	_, got, err := NewRouter(&Options{PassBackoff: -1, Health: h, Logger: quiet}).Stream(t.Context(), cands, llm.Context{}, nil, nil)
 	if err != nil || got.Model.ID != "A" || strings.Join(log, " ") != "A B A" {
 		t.Errorf("got %s, %v, attempts %v", got.Model.ID, err, log)
 	}
@@ -328,7 +328,7 @@ func TestHealthRecorded(t *testing.T) {
 		"A": {overloaded(), ok()},
 		"B": {rateLimited(90 * time.Second)},
 	}, "A", "B")
-	if _, _, err := NewRouter(&Options{Health: h, Logger: quiet}).Stream(t.Context(), cands, llm.Context{}, nil, nil); err != nil {
+	if _, _, err := NewRouter(&Options{PassBackoff: -1, Health: h, Logger: quiet}).Stream(t.Context(), cands, llm.Context{}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	snap := h.Snapshot()
@@ -341,7 +341,7 @@ func TestHealthRecorded(t *testing.T) {
 }
 
 func TestStreamBadInput(t *testing.T) {
-	r := NewRouter(&Options{Logger: quiet})
+	r := NewRouter(&Options{PassBackoff: -1, Logger: quiet})
 	if _, _, err := r.Stream(t.Context(), nil, llm.Context{}, nil, nil); !errors.Is(err, ErrNoCandidates) {
 		t.Errorf("no candidates: %v", err)
 	}
@@ -363,7 +363,7 @@ func TestAbortStops(t *testing.T) {
 	}, "A", "B")
 	h := OpenHealth("", nil)
 	rec := new(recorder)
-	msg, _, err := NewRouter(&Options{Health: h, Logger: quiet}).Stream(ctx, cands, llm.Context{}, rec.emit, rec.observer())
+	msg, _, err := NewRouter(&Options{PassBackoff: -1, Health: h, Logger: quiet}).Stream(ctx, cands, llm.Context{}, rec.emit, rec.observer())
 	if llm.Classify(err) != llm.ClassAborted || msg.StopReason != llm.StopReasonAborted {
 		t.Errorf("err %v, message %+v", err, msg)
 	}

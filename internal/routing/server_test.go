@@ -56,7 +56,7 @@ func TestServerRateLimitCooldown(t *testing.T) {
 	}
 
 	h := OpenHealth(path, &HealthOptions{Now: clock.Now})
-	r := NewRouter(&Options{Health: h, Logger: quiet})
+	r := NewRouter(&Options{PassBackoff: -1, Health: h, Logger: quiet})
 	rec := new(recorder)
 	msg, got, err := r.Stream(t.Context(), cands, userContext("hi"), rec.emit, rec.observer())
 	if err != nil || msg.Text() != "from fallback" || got.Key() != "zai/glm" {
@@ -97,7 +97,7 @@ func TestServerRateLimitCooldown(t *testing.T) {
 
 	// A restart: a new Health and Router from the same file.
 	h.Close()
-	r2 := NewRouter(&Options{Health: OpenHealth(path, &HealthOptions{Now: clock.Now}), Logger: quiet})
+	r2 := NewRouter(&Options{PassBackoff: -1, Health: OpenHealth(path, &HealthOptions{Now: clock.Now}), Logger: quiet})
 	if _, got, err := r2.Stream(t.Context(), cands, userContext("after restart"), nil, nil); err != nil || got.Key() != "zai/glm" {
 		t.Fatalf("after restart: %s, %v", got.Key(), err)
 	}
@@ -124,7 +124,7 @@ func TestServerTransientRetried(t *testing.T) {
 	cands := []Candidate{anthropicCandidate(t, a, "anthropic", "a"), anthropicCandidate(t, b, "other", "b")}
 	h := OpenHealth(path, &HealthOptions{Now: clock.Now})
 	rec := new(recorder)
-	msg, got, err := NewRouter(&Options{Health: h, Logger: quiet}).Stream(t.Context(), cands, userContext("hi"), rec.emit, rec.observer())
+	msg, got, err := NewRouter(&Options{PassBackoff: -1, Health: h, Logger: quiet}).Stream(t.Context(), cands, userContext("hi"), rec.emit, rec.observer())
 	if err != nil || got.Model.ID != "a" || msg.Text() != "A again" {
 		t.Fatalf("%q from %s, %v", msg.Text(), got.Model.ID, err)
 	}
@@ -162,7 +162,7 @@ func TestServerAllTransient(t *testing.T) {
 	b.SetDefault(llmtest.Status(529))
 	cands := []Candidate{anthropicCandidate(t, a, "anthropic", "claude-x"), anthropicCandidate(t, b, "zai", "glm")}
 	rec := new(recorder)
-	msg, _, err := NewRouter(&Options{Logger: quiet}).Stream(t.Context(), cands, userContext("hi"), rec.emit, rec.observer())
+	msg, _, err := NewRouter(&Options{PassBackoff: -1, Logger: quiet}).Stream(t.Context(), cands, userContext("hi"), rec.emit, rec.observer())
 	if a.Count()+b.Count() != 6 || a.Count() != 3 {
 		t.Errorf("requests: A %d, B %d; want 3 + 3", a.Count(), b.Count())
 	}
@@ -190,7 +190,7 @@ func TestServerFatal(t *testing.T) {
 	b.Enqueue(llmtest.Status(500), llmtest.Status(500))
 	b.SetDefault(llmtest.Text("B"))
 	cands := []Candidate{anthropicCandidate(t, a, "anthropic", "a"), anthropicCandidate(t, b, "zai", "b")}
-	msg, got, err := NewRouter(&Options{Logger: quiet}).Stream(t.Context(), cands, userContext("hi"), nil, nil)
+	msg, got, err := NewRouter(&Options{PassBackoff: -1, Logger: quiet}).Stream(t.Context(), cands, userContext("hi"), nil, nil)
 	if err != nil || got.Model.ID != "b" || msg.Text() != "B" {
 		t.Fatalf("%q from %s, %v", msg.Text(), got.Model.ID, err)
 	}
@@ -199,7 +199,7 @@ func TestServerFatal(t *testing.T) {
 	}
 
 	// Alone, it fails with the provider's message.
-	_, _, err = NewRouter(&Options{Logger: quiet}).Stream(t.Context(), cands[:1], userContext("hi"), nil, nil)
+	_, _, err = NewRouter(&Options{PassBackoff: -1, Logger: quiet}).Stream(t.Context(), cands[:1], userContext("hi"), nil, nil)
 	if err == nil || err.Error() != "all models failed: anthropic/a: 401 authentication_error: invalid x-api-key" || a.Count() != 2 {
 		t.Errorf("err = %v, A count %d", err, a.Count())
 	}
@@ -223,7 +223,7 @@ func TestServerConcurrencyLimit(t *testing.T) {
 	})
 	models := []Candidate{anthropicCandidate(t, srv, "zai", "glm-a"), anthropicCandidate(t, srv, "zai", "glm-b")}
 	limits := NewLimiters(map[string]int{"zai": 2})
-	r := NewRouter(&Options{Limiters: limits, Logger: quiet})
+	r := NewRouter(&Options{PassBackoff: -1, Limiters: limits, Logger: quiet})
 
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -286,7 +286,7 @@ func TestServerWatchdog(t *testing.T) {
 	b.SetDefault(llmtest.Text("fallback"))
 	cands := []Candidate{anthropicCandidate(t, a, "anthropic", "a"), anthropicCandidate(t, b, "zai", "b")}
 	h := OpenHealth("", nil)
-	r := NewRouter(&Options{Health: h, IdleTimeout: 250 * time.Millisecond, Logger: quiet})
+	r := NewRouter(&Options{PassBackoff: -1, Health: h, IdleTimeout: 250 * time.Millisecond, Logger: quiet})
 
 	var attemptErr error
 	rec := new(recorder)
@@ -332,7 +332,7 @@ func TestServerCancel(t *testing.T) {
 	a.SetDefault(llmtest.Hang())
 	cands := []Candidate{anthropicCandidate(t, a, "anthropic", "a"), anthropicCandidate(t, b, "zai", "b")}
 	h := OpenHealth("", nil)
-	r := NewRouter(&Options{Health: h, Logger: quiet})
+	r := NewRouter(&Options{PassBackoff: -1, Health: h, Logger: quiet})
 	ctx, cancel := context.WithCancel(t.Context())
 	type result struct {
 		msg *llm.AssistantMessage
@@ -378,7 +378,7 @@ func TestServerCancelWhileQueued(t *testing.T) {
 	srv.Enqueue(llmtest.Hang())
 	cand := []Candidate{anthropicCandidate(t, srv, "zai", "glm")}
 	limits := NewLimiters(map[string]int{"zai": 1})
-	r := NewRouter(&Options{Limiters: limits, Logger: quiet})
+	r := NewRouter(&Options{PassBackoff: -1, Limiters: limits, Logger: quiet})
 
 	holder, stopHolder := context.WithCancel(t.Context())
 	held := make(chan struct{})
@@ -430,7 +430,7 @@ func TestServerCorruptHealthFile(t *testing.T) {
 	a, b := llmtest.NewAnthropic(t), llmtest.NewAnthropic(t)
 	a.Enqueue(llmtest.Text("A"), llmtest.Status(429))
 	cands := []Candidate{anthropicCandidate(t, a, "anthropic", "a"), anthropicCandidate(t, b, "zai", "b")}
-	r := NewRouter(&Options{Health: OpenHealth(path, &HealthOptions{Logger: log}), Logger: quiet})
+	r := NewRouter(&Options{PassBackoff: -1, Health: OpenHealth(path, &HealthOptions{Logger: log}), Logger: quiet})
 	if !strings.Contains(buf.String(), "corrupt") {
 		t.Errorf("no warning: %q", buf.String())
 	}

@@ -5,6 +5,7 @@
 package settings
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"sync"
 
 	"github.com/beige-dev/beige/internal/atomicfile"
+	"github.com/beige-dev/beige/internal/home"
 )
 
 // Store holds every session's overrides. It is safe for concurrent use.
@@ -28,26 +30,67 @@ type Store struct {
 }
 
 // Open loads the overrides at path. A missing file is an empty store; an
-// unreadable or corrupt one is logged, set aside as path.bad, and the store
-// starts empty (settings are conveniences, never a reason not to start).
+// unreadable or corrupt one is logged and set aside as path.bad (or
+// path.bad.<n>: an earlier copy is never overwritten), and the store starts
+// with whatever sessions of it could still be read (settings are
+// conveniences, never a reason not to start). When even setting it aside
+// fails, the store keeps its changes in memory and leaves the file alone.
 func Open(path string, log *slog.Logger) *Store {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{path: path, log: log, data: map[string]map[string]any{}}
 	data, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		log.Warn("cannot read session settings; starting without", "file", path, "err", err)
-	default:
-		if err := json.Unmarshal(data, &s.data); err != nil {
-			log.Warn("session settings are corrupt; set aside, starting without", "file", path, "err", err)
-			os.Rename(path, path+".bad")
-			s.data = map[string]map[string]any{}
+	if errors.Is(err, fs.ErrNotExist) {
+		return s
+	}
+	if err == nil {
+		if err = json.Unmarshal(data, &s.data); err == nil {
+			if s.data == nil {
+				s.data = map[string]map[string]any{}
+			}
+			return s
+		}
+	}
+	s.data = salvage(data)
+	bad, serr := home.SetAside(path)
+	if serr != nil {
+		log.Error("session settings unreadable and cannot be set aside; changes are kept in memory only", "file", path, "err", err, "setAsideErr", serr)
+		s.path = ""
+		return s
+	}
+	log.Warn("session settings corrupt; set aside", "file", path, "keptAs", bad, "sessionsKept", len(s.data), "err", err)
+	if len(s.data) > 0 {
+		if err := s.save(); err != nil {
+			log.Warn("session settings: cannot write what was kept", "file", path, "err", err)
 		}
 	}
 	return s
+}
+
+// salvage reads the sessions of a damaged settings file up to the first
+// one that does not parse.
+func salvage(data []byte) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return out
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		key, ok := t.(string)
+		if err != nil || !ok {
+			break
+		}
+		var v map[string]any
+		if err := dec.Decode(&v); err != nil {
+			break
+		}
+		if key != "" && len(v) > 0 {
+			out[key] = v
+		}
+	}
+	return out
 }
 
 // Overrides returns a copy of a session's own settings.
@@ -101,6 +144,9 @@ func (s *Store) Set(sessionKey, name string, value any) error {
 
 // save writes the file atomically (a temp file, then rename). s.mu is held.
 func (s *Store) save() error {
+	if s.path == "" {
+		return errors.New("settings: not saved (the settings file could not be set aside; see the log)")
+	}
 	data, err := json.MarshalIndent(s.data, "", "  ")
 	if err != nil {
 		return fmt.Errorf("settings: %w", err)
@@ -108,7 +154,12 @@ func (s *Store) save() error {
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
 		return fmt.Errorf("settings: %w", err)
 	}
-	if err := atomicfile.Write(s.path, append(data, '\n'), 0o600); err != nil {
+	data = append(data, '\n')
+	err = atomicfile.Write(s.path, data, 0o600)
+	if home.ReleaseOnFull(err) { // the disk is full: the gateway's reserve is freed for this
+		err = atomicfile.Write(s.path, data, 0o600)
+	}
+	if err != nil {
 		return fmt.Errorf("settings: save %s: %w", s.path, err)
 	}
 	return nil

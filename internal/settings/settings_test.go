@@ -55,3 +55,26 @@ func TestCorruptFileIsSetAside(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A second corrupt file does not overwrite the first copy, and the
+// sessions that can still be read are kept.
+func TestCorruptFilesAreAllKept(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "session-settings.json")
+	os.WriteFile(path, []byte("{nope"), 0o600)
+	Open(path, nil)
+	truncated := `{"telegram:1": {"verbose": true}, "telegram:2": {"verb`
+	os.WriteFile(path, []byte(truncated), 0o600)
+	s := Open(path, nil)
+	if b, _ := os.ReadFile(path + ".bad"); string(b) != "{nope" {
+		t.Errorf(".bad = %q: the first corrupt copy was overwritten", b)
+	}
+	if b, _ := os.ReadFile(path + ".bad.1"); string(b) != truncated {
+		t.Errorf(".bad.1 = %q", b)
+	}
+	if v, ok := s.Get("telegram:1", "verbose"); !ok || v != true {
+		t.Errorf("readable session lost: %v %v", v, ok)
+	}
+	if v, ok := Open(path, nil).Get("telegram:1", "verbose"); !ok || v != true {
+		t.Errorf("kept session not written back: %v %v", v, ok)
+	}
+}

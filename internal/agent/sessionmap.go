@@ -1,0 +1,193 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/beige-dev/beige/internal/home"
+)
+
+// session-map.json is rebuildable: every session file written by Beige
+// names its session key and agent in its header. A missing map is rebuilt
+// from the headers; a corrupt one is set aside (<name>.bad, see
+// home.SetAside), what can be read of it is kept, the headers fill in the
+// rest, and the result is written back. Old files without a key in their
+// header stay listed only where the map still has them.
+
+// maxHeaderLine bounds how much of a session file is read for its header.
+const maxHeaderLine = 64 << 10
+
+// openSessionMap reads dir's session map, rebuilding it when it is missing
+// or corrupt. Every repair is logged. Only a corrupt map that cannot be
+// set aside is an error (it would be overwritten).
+func openSessionMap(dir string, log *slog.Logger) (map[string]mapEntry, error) {
+	mapPath := filepath.Join(dir, SessionMapFile)
+	data, rerr := os.ReadFile(mapPath)
+	if errors.Is(rerr, fs.ErrNotExist) || (rerr == nil && len(bytes.TrimSpace(data)) == 0) {
+		// Missing or emptied: rebuild from the headers (nothing to do on a
+		// first run).
+		rebuilt, n := rebuildSessionMap(dir, log)
+		if len(rebuilt) == 0 {
+			return rebuilt, nil
+		}
+		if err := saveSessionMap(mapPath, rebuilt); err != nil {
+			log.Warn("session map rebuilt but not saved; it is rebuilt again at the next start", "file", mapPath, "err", err)
+		}
+		log.Warn("session map missing or empty; rebuilt from session file headers", "file", mapPath, "sessions", len(rebuilt), "filesRead", n)
+		return rebuilt, nil
+	}
+	index, err := loadSessionMap(mapPath)
+	if err == nil {
+		return index, nil
+	}
+	salvaged := salvageSessionMap(data)
+	bad, serr := home.SetAside(mapPath)
+	if serr != nil {
+		return nil, errors.Join(err, serr)
+	}
+	rebuilt, n := rebuildSessionMap(dir, log)
+	fromOld := 0
+	for key, e := range salvaged {
+		r, ok := rebuilt[key]
+		switch {
+		case !ok:
+			rebuilt[key] = e
+			fromOld++
+		case r.SessionFile == e.SessionFile:
+			r.Metadata = e.Metadata
+			rebuilt[key] = r
+		case e.CreatedAt > r.CreatedAt:
+			rebuilt[key] = e
+		}
+	}
+	if err := saveSessionMap(mapPath, rebuilt); err != nil {
+		log.Warn("session map rebuilt but not saved", "file", mapPath, "err", err)
+	}
+	log.Warn("session map corrupt; set aside and rebuilt", "file", mapPath, "keptAs", bad, "err", err,
+		"sessions", len(rebuilt), "fromHeaders", len(rebuilt)-fromOld, "fromOldMap", fromOld, "filesRead", n)
+	return rebuilt, nil
+}
+
+// salvageSessionMap reads the entries of a damaged session map up to the
+// first one that does not parse.
+func salvageSessionMap(data []byte) map[string]mapEntry {
+	out := map[string]mapEntry{}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return out
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		key, ok := t.(string)
+		if err != nil || !ok {
+			break
+		}
+		var e mapEntry
+		if err := dec.Decode(&e); err != nil {
+			break
+		}
+		if key != "" && e.AgentName != "" && e.SessionFile != "" {
+			out[key] = e
+		}
+	}
+	return out
+}
+
+// rebuildSessionMap lists the session files under dir/<agent>/ whose header
+// names a session key, and maps each key to its newest file. It returns
+// the map and how many files it read. Symlinks are not followed.
+func rebuildSessionMap(dir string, log *slog.Logger) (map[string]mapEntry, int) {
+	out := map[string]mapEntry{}
+	agents, err := os.ReadDir(dir)
+	if err != nil {
+		log.Warn("rebuild session map: cannot list sessions folder", "dir", dir, "err", err)
+		return out, 0
+	}
+	n := 0
+	for _, a := range agents {
+		if !a.IsDir() { // DirEntry types come from lstat: a symlink is not a dir
+			continue
+		}
+		agentDir := filepath.Join(dir, a.Name())
+		files, err := os.ReadDir(agentDir)
+		if err != nil {
+			log.Warn("rebuild session map: cannot list agent folder", "dir", agentDir, "err", err)
+			continue
+		}
+		for _, f := range files {
+			if !f.Type().IsRegular() || !strings.HasSuffix(f.Name(), ".jsonl") {
+				continue
+			}
+			path := filepath.Join(agentDir, f.Name())
+			h, err := readSessionHeader(path)
+			n++
+			if err != nil || h.SessionKey == "" || checkKey(h.SessionKey) != nil {
+				continue
+			}
+			if h.AgentName != a.Name() {
+				log.Warn("rebuild session map: header names another agent than its folder; file skipped", "file", path, "agentName", h.AgentName)
+				continue
+			}
+			e := mapEntry{AgentName: a.Name(), SessionFile: path, CreatedAt: h.Timestamp}
+			if old, ok := out[h.SessionKey]; ok && !newerEntry(e, old) {
+				continue
+			}
+			out[h.SessionKey] = e
+		}
+	}
+	return out, n
+}
+
+// newerEntry orders session files by creation time, then name (names start
+// with the time, to the second).
+func newerEntry(a, b mapEntry) bool {
+	ta, tb := millis(a.CreatedAt), millis(b.CreatedAt)
+	if ta != tb {
+		return ta > tb
+	}
+	return filepath.Base(a.SessionFile) > filepath.Base(b.SessionFile)
+}
+
+// readSessionHeader reads the header line of a session file.
+func readSessionHeader(path string) (entry, error) {
+	f, err := openRegular(path)
+	if err != nil {
+		return entry{}, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxHeaderLine))
+	if err != nil {
+		return entry{}, err
+	}
+	line, _, _ := bytes.Cut(data, []byte{'\n'})
+	e, err := parseEntry(line)
+	if err != nil {
+		return entry{}, err
+	}
+	if e.Type != entrySession {
+		return entry{}, errNoHeader
+	}
+	return e, nil
+}
+
+// setAsideSessionFile keeps a session file that cannot be resumed beside
+// the new one, and logs it.
+func setAsideSessionFile(path string, cause error, log *slog.Logger) {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		log.Warn("session file missing; starting a new session", "file", path)
+		return
+	}
+	bad, err := home.SetAside(path)
+	if err != nil {
+		log.Error("session file cannot be resumed nor set aside; starting a new session, the file is left as it is", "file", path, "err", cause, "setAsideErr", err)
+		return
+	}
+	log.Warn("session file cannot be resumed; set aside, starting a new session", "file", path, "keptAs", bad, "err", cause)
+}
