@@ -6,6 +6,7 @@ import (
 
 	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/egress"
+	"github.com/beige-dev/beige/internal/sandbox"
 )
 
 // openEgress says what the agent's network mode gives up and, in the
@@ -32,8 +33,14 @@ func (a *agentRuntime) openEgress() error {
 	if err != nil {
 		return fmt.Errorf("sandbox.egress of agent %q: %w", a.name, err)
 	}
-	ln, err := egress.Listen(filepath.Join(a.g.home.SocketDir(a.name), egress.SocketName))
+	sock := filepath.Join(a.g.home.SocketDir(a.name), egress.SocketName)
+	ln, err := egress.Listen(sock)
 	if err != nil {
+		return fmt.Errorf("egress socket of agent %q: %w", a.name, err)
+	}
+	// The in-sandbox forwarder runs as the agent's (non-root) user.
+	if err := sandbox.PrepareSocket(sock, s.User); err != nil {
+		ln.Close()
 		return fmt.Errorf("egress socket of agent %q: %w", a.name, err)
 	}
 	opts := egress.Options{Audit: a.g.audit, Logger: a.g.log.With("component", "egress")}
