@@ -120,15 +120,55 @@ func TestTransientErrorsRetryOnTheNextPass(t *testing.T) {
 
 func TestProviderConcurrencyLimit(t *testing.T) {
 	g, a, _ := twoProviders(t, "concurrency: 2")
-	a.SetDefault(llmtest.Text("ok").WithDelay(150 * time.Millisecond))
+	const n = 10
+	gates := make([]chan struct{}, n)
+	for i := range gates {
+		gates[i] = make(chan struct{})
+		a.Enqueue(llmtest.Text("ok").WithGate(gates[i]))
+	}
+	defer func() {
+		for _, c := range gates {
+			select {
+			case <-c:
+			default:
+				close(c)
+			}
+		}
+	}()
+	// waitFor polls a condition that only the gateway's progress makes
+	// true: no sleep decides the order of events.
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
 	var wg sync.WaitGroup
-	for i := range 10 {
+	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			g.promptOK(t, fmt.Sprintf("api:c%d", i), fmt.Sprintf("prompt-%02d", i))
 		}()
-		time.Sleep(30 * time.Millisecond) // a known arrival order
+		if i < 2 { // takes a slot: wait until its request is at the provider
+			waitFor(fmt.Sprintf("request %d", i), func() bool { return len(a.Requests()) == i+1 })
+		} else { // queues: wait until it waits
+			waitFor(fmt.Sprintf("prompt %d to queue", i), func() bool { _, w := g.router.QueueStats("pa"); return w == i-1 })
+		}
+	}
+	// Release the answers one at a time: each frees a slot, which the
+	// longest-waiting prompt must get (FIFO), and never more than 2 run.
+	for k := range n - 2 {
+		close(gates[k])
+		waitFor(fmt.Sprintf("request %d", k+2), func() bool { return len(a.Requests()) == k+3 })
+		if inUse, _ := g.router.QueueStats("pa"); inUse > 2 {
+			t.Fatalf("%d requests in flight, want at most 2", inUse)
+		}
+	}
+	for _, c := range gates[n-2:] {
+		close(c)
 	}
 	wg.Wait()
 	if m := a.MaxInFlight(); m != 2 {

@@ -168,6 +168,12 @@ func NewRouter(opts *Options) *Router {
 // Health returns the router's health store.
 func (r *Router) Health() *Health { return r.health }
 
+// QueueStats returns the slots held and the requests waiting in provider's
+// concurrency pool (0, 0 when it is unlimited).
+func (r *Router) QueueStats(provider string) (inUse, waiting int) {
+	return r.limits.Stats(provider)
+}
+
 // Stream answers c with the first model of candidates that succeeds,
 // following the multi-pass fallback rules: candidates are tried in order
 // (primary first), over up to MaxPasses passes; before each attempt a
