@@ -67,6 +67,9 @@ func cut(s string, n int) string {
 // MaxArgsBytes: each string to MaxArgStringBytes, and the elements and
 // members past the budget dropped. It is the slow path of oversized args.
 func boundArgs(args json.RawMessage) (json.RawMessage, error) {
+	if b, ok := boundStringArray(args); ok {
+		return b, nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.UseNumber()
 	var v any
@@ -139,4 +142,118 @@ func appendBounded(b []byte, v any, budget *int) []byte {
 	}
 	*budget -= len(b) - start
 	return b
+}
+
+// boundStringArray is boundArgs for the usual shape of big args, a JSON
+// array of strings (StringArgs): it finds the strings' ends with
+// bytes.IndexByte and decodes only what it keeps, so that a call with a
+// megabyte of args costs little more than reading it. ok is false when args
+// is not such an array; the part after the budget is not looked at.
+func boundStringArray(args []byte) (out []byte, ok bool) {
+	i := skipSpace(args, 0)
+	if i >= len(args) || args[i] != '[' {
+		return nil, false
+	}
+	out = append(make([]byte, 0, MaxArgsBytes+64), '[')
+	budget := MaxArgsBytes - 2
+	for n := 0; ; n++ {
+		i = skipSpace(args, i+1)
+		if i >= len(args) {
+			return nil, false
+		}
+		if args[i] == ']' && n == 0 {
+			return append(out, ']'), true
+		}
+		if args[i] != '"' {
+			return nil, false
+		}
+		end := stringEnd(args, i)
+		if end < 0 {
+			return nil, false
+		}
+		s, more, ok := unquotePrefix(args[i:end+1], MaxArgStringBytes)
+		if !ok {
+			return nil, false
+		}
+		if n > 0 {
+			out = append(out, ',')
+			budget--
+		}
+		before := len(out)
+		out = appendString(out, mark(s, min(MaxArgStringBytes, max(budget, 8)), more))
+		budget -= len(out) - before
+		i = skipSpace(args, end+1)
+		switch {
+		case i < len(args) && args[i] == ']':
+			return append(out, ']'), true
+		case i < len(args) && args[i] == ',':
+			if budget <= 0 {
+				return append(out, ']'), true // the rest is not kept
+			}
+		default:
+			return nil, false
+		}
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index of the quote that closes the JSON string
+// starting at b[start], or -1.
+func stringEnd(b []byte, start int) int {
+	for i := start + 1; i < len(b); {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			return -1
+		}
+		q := i + j
+		bs := 0 // backslashes right before the quote
+		for k := q - 1; k > start && b[k] == '\\'; k-- {
+			bs++
+		}
+		if bs%2 == 0 {
+			return q
+		}
+		i = q + 1
+	}
+	return -1
+}
+
+// unquotePrefix decodes the JSON string tok (quotes included), or, when it
+// is longer than max bytes, about its first max bytes (more is then true):
+// the prefix is cut back until it decodes, so not inside an escape, and not
+// inside a rune.
+func unquotePrefix(tok []byte, max int) (s string, more, ok bool) {
+	if len(tok) <= max+2 {
+		if json.Unmarshal(tok, &s) != nil {
+			return "", false, false
+		}
+		return s, false, true
+	}
+	for n := max + 1; n > max-12; n-- {
+		if !utf8.RuneStart(tok[n]) {
+			continue // not inside a rune
+		}
+		if json.Unmarshal(append(slices.Clip(tok[:n]), '"'), &s) == nil {
+			return s, true, true
+		}
+	}
+	return "", false, false
+}
+
+// mark returns s cut to at most n bytes, ending in an ellipsis when it was
+// cut or when more (s is itself a prefix) is set.
+func mark(s string, n int, more bool) string {
+	if len(s) <= n && !more {
+		return s
+	}
+	if len(s)+len(ellipsis) <= n {
+		return s + ellipsis
+	}
+	return cut(s+ellipsis, n) // cut ends it in an ellipsis
 }

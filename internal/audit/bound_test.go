@@ -288,3 +288,48 @@ func TestFullDisk(t *testing.T) {
 	}
 	check(logged + 1)
 }
+
+// FuzzBoundStringArray: the fast path for arrays of strings gives valid
+// JSON within bounds, an array of the original strings' prefixes.
+func FuzzBoundStringArray(f *testing.F) {
+	f.Add("a", "b\"\\\n\u00e9\U0001F600", 3000, 0)
+	f.Add("\\u0041", "x", 100, 5)
+	f.Fuzz(func(t *testing.T, a, b string, repeat, count int) {
+		repeat, count = 1+(repeat&0xffff)%3000, 1+(count&0xff)%20
+		var args []string
+		for i := range count {
+			if i%2 == 0 {
+				args = append(args, strings.Repeat(a, repeat))
+			} else {
+				args = append(args, b)
+			}
+		}
+		raw := StringArgs(args)
+		out, ok := boundStringArray(raw)
+		if !ok {
+			t.Fatalf("not taken for %.100s", raw)
+		}
+		if len(out) > maxLine {
+			t.Fatalf("%d bytes", len(out))
+		}
+		var got []string
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("%v: %.200s", err, out)
+		}
+		if len(got) == 0 || len(got) > len(args) {
+			t.Fatalf("%d of %d strings", len(got), len(args))
+		}
+		var all []string
+		json.Unmarshal(raw, &all) // the strings as StringArgs wrote them
+		for i, g := range got {
+			want := all[i]
+			if g == want {
+				continue
+			}
+			p, ok := strings.CutSuffix(g, ellipsis)
+			if !ok || !strings.HasPrefix(want, p) {
+				t.Fatalf("string %d: %.80q is not a marked prefix of %.80q", i, g, want)
+			}
+		}
+	})
+}

@@ -246,6 +246,14 @@ func TestFields(t *testing.T) {
 			if g.Host != "0.0.0.0" || g.Port != 8080 || g.LogFile != filepath.Join(f.dir, "logs/gw.log") || g.Log.MaxSizeBytes != 2048 || g.Log.MaxFiles != 2 || g.AuthToken.Reveal() != "tok" {
 				t.Errorf("%+v", g)
 			}
+			if g.Audit.MaxFiles != 0 || g.Audit.MaxSizeBytes != 0 || g.HTTP.MaxConnections != DefaultMaxConns {
+				t.Errorf("defaults: audit %+v, http %+v", g.Audit, g.HTTP)
+			}
+		}},
+		{"gateway audit and http", "", "", `gateway: { audit: { maxSizeBytes: 4096, maxFiles: 30 }, http: { maxConnections: 64 } },`, func(t *testing.T, c *Config) {
+			if g := c.Gateway; g.Audit.MaxSizeBytes != 4096 || g.Audit.MaxFiles != 30 || g.HTTP.MaxConnections != 64 {
+				t.Errorf("audit %+v, http %+v", g.Audit, g.HTTP)
+			}
 		}},
 	}
 	for _, tc := range cases {
@@ -447,6 +455,8 @@ func TestErrors(t *testing.T) {
 			[]string{`agents.a1.sandbox.extraEnv.https_proxy: https_proxy is set by beige in the "proxy" network mode`}},
 		{"log sizes", minimal("", "", `gateway: { log: { maxSizeBytes: 10, maxFiles: 0 } },`),
 			[]string{`gateway.log.maxSizeBytes: want at least 1024 bytes`}},
+		{"audit and http bounds", minimal("", "", `gateway: { audit: { maxSizeBytes: 10, maxFiles: -1 }, http: { maxConnections: 2 } },`),
+			[]string{`gateway.audit.maxSizeBytes: want at least 1024 bytes`, `gateway.audit.maxFiles: want 0 (keep every file) or more`, `gateway.http.maxConnections: want at least 8`}},
 		{"syntax error", "{\n  llm: {,\n}",
 			[]string{`config.json5:2:9: syntax error: invalid character ','`}},
 		{"root not object", `["a"]`,

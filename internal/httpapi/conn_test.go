@@ -21,7 +21,7 @@ import (
 )
 
 // serve starts the API's http.Server as the gateway does, on a free port.
-func serve(t *testing.T, b Backend, o ServeOptions) (*http.Server, string) {
+func serve(t testing.TB, b Backend, o ServeOptions) (*http.Server, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -78,6 +78,8 @@ func TestBrowserGuard(t *testing.T) {
 		{"other scheme", "POST", exec, execOK, h("Content-Type", "application/json", "Origin", "https://127.0.0.1:7433"), false, 403},
 		{"other port", "POST", exec, execOK, h("Content-Type", "application/json", "Origin", "http://127.0.0.1:7434"), false, 403},
 		{"other loopback name", "POST", exec, execOK, h("Content-Type", "application/json", "Origin", "http://localhost:7433"), false, 403},
+		{"origin with a path", "POST", exec, execOK, h("Content-Type", "application/json", "Origin", self+"/ui"), false, 403},
+		{"origin with a query", "POST", exec, execOK, h("Content-Type", "application/json", "Origin", self+"?"), false, 403},
 		{"origin with userinfo", "POST", exec, execOK, h("Content-Type", "application/json", "Origin", "http://x@127.0.0.1:7433"), false, 403},
 		{"preflight from evil", "OPTIONS", exec, "", h("Origin", "http://evil.example", "Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "content-type"), false, 403},
 
@@ -155,4 +157,40 @@ func TestBrowserGuardOverHTTP(t *testing.T) {
 	if n := b.calls.Load(); n != 0 {
 		t.Errorf("%d cross-site call(s) reached the backend", n)
 	}
+}
+
+// FuzzBrowserGuard: whatever Origin, Sec-Fetch-Site and Content-Type a
+// request carries, it reaches the backend only if a browser could have sent
+// it from the gateway's own origin (or it is no browser's) with a JSON body.
+func FuzzBrowserGuard(f *testing.F) {
+	f.Add("", "", "application/json")
+	f.Add("http://127.0.0.1:7433", "same-origin", "application/json; charset=utf-8")
+	f.Add("http://evil.example", "cross-site", "text/plain")
+	f.Add("null", "none", "application/x-www-form-urlencoded")
+	f.Add("HTTP://127.0.0.1:7433", "", "APPLICATION/JSON")
+	f.Add("http://127.0.0.1:7433/", "", "application/json")
+	f.Fuzz(func(t *testing.T, origin, site, ct string) {
+		b := &counting{}
+		s := New(b, Options{Host: "127.0.0.1"})
+		req := httptest.NewRequest("POST", "http://127.0.0.1:7433/api/agents/assistant/exec", strings.NewReader(`{"tool":"exec","params":{"command":"ls"}}`))
+		for k, v := range map[string]string{"Origin": origin, "Sec-Fetch-Site": site, "Content-Type": ct} {
+			if v != "" {
+				req.Header[k] = []string{v}
+			}
+		}
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		if b.calls.Load() == 0 {
+			return
+		}
+		if site != "" && site != "same-origin" && site != "none" {
+			t.Fatalf("ran with Sec-Fetch-Site %q", site)
+		}
+		if origin != "" && !strings.EqualFold(origin, "http://127.0.0.1:7433") {
+			t.Fatalf("ran with Origin %q", origin)
+		}
+		if !strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "application/json") {
+			t.Fatalf("ran with Content-Type %q", ct)
+		}
+	})
 }
