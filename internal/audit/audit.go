@@ -131,6 +131,10 @@ type Options struct {
 	MaxFiles int
 	// Logger reports a torn last record found on opening. Nil: not reported.
 	Logger *slog.Logger
+	// OnWriteError, if set, is called when a write fails (the partial line
+	// is already cut off again); when it returns true (e.g. it freed the
+	// gateway's disk reserve on a full disk) the write is tried once more.
+	OnWriteError func(error) bool
 }
 
 // ErrClosed is returned by Log after Close.
@@ -140,8 +144,9 @@ var ErrClosed = logfile.ErrClosed
 // each record is one write(2) of one whole line, under a mutex, on a file
 // opened with O_APPEND, so lines never interleave. It does not fsync.
 type Logger struct {
-	file *logfile.File
-	now  func() time.Time // for tests
+	file    *logfile.File
+	now     func() time.Time // for tests
+	onError func(error) bool
 }
 
 // Open opens (creating if needed) the audit log at path, for appending. The
@@ -163,7 +168,7 @@ func Open(path string, opts *Options) (*Logger, error) {
 		o.Logger.Warn("the audit log ended in a torn record (a crash or a full disk cut a write short); it stays as it is and the log goes on on the next line",
 			"path", path, "offset", off, "bytes", n)
 	}
-	return &Logger{file: f, now: time.Now}, nil
+	return &Logger{file: f, now: time.Now, onError: o.OnWriteError}, nil
 }
 
 // Path returns the path of the current log file.
@@ -193,7 +198,11 @@ func (l *Logger) Log(rec Record) error {
 	}
 	line = append(line, '\n')
 	*bp = line
-	if _, err := l.file.Write(line); err != nil {
+	_, err = l.file.Write(line)
+	if err != nil && !errors.Is(err, logfile.ErrClosed) && l.onError != nil && l.onError(err) {
+		_, err = l.file.Write(line)
+	}
+	if err != nil {
 		if errors.Is(err, logfile.ErrClosed) {
 			return ErrClosed
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -332,4 +333,52 @@ func FuzzBoundStringArray(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFullDiskFreesReserve: on a full disk, OnWriteError (the gateway's
+// disk reserve) frees room and the same record is written, whole, at once.
+func TestFullDiskFreesReserve(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=64k"); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	reserve := filepath.Join(dir, "reserve")
+	if err := os.WriteFile(reserve, make([]byte, 16<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// An agent fills the rest of the disk.
+	fill, err := os.Create(filepath.Join(dir, "workspace-file"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := fill.Write(make([]byte, 4096)); err != nil {
+			break
+		}
+	}
+	fill.Close()
+	var released []error
+	path := filepath.Join(dir, "audit.jsonl")
+	l, err := Open(path, &Options{OnWriteError: func(err error) bool {
+		released = append(released, err)
+		return os.Remove(reserve) == nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Log(Record{Agent: "a", Phase: PhaseFinished, Type: TypeCoreTool, Tool: "exec", Decision: DecisionAllowed}); err != nil {
+		t.Fatalf("Log on a full disk with a reserve to free: %v", err)
+	}
+	if len(released) != 1 || !errors.Is(released[0], syscall.ENOSPC) {
+		t.Errorf("OnWriteError called with %v, want one ENOSPC", released)
+	}
+	recs, err := ReadFile(path)
+	if err != nil || len(recs) != 1 || recs[0].Tool != "exec" {
+		t.Errorf("log holds %+v, %v; want the one record", recs, err)
+	}
 }

@@ -160,7 +160,8 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	if auditSize == 0 {
 		auditSize = cfg.Gateway.Log.MaxSizeBytes
 	}
-	g.audit, err = audit.Open(g.home.AuditLog(), &audit.Options{MaxSizeBytes: auditSize, MaxFiles: cfg.Gateway.Audit.MaxFiles, Logger: g.log.With("component", "audit")})
+	g.audit, err = audit.Open(g.home.AuditLog(), &audit.Options{MaxSizeBytes: auditSize, MaxFiles: cfg.Gateway.Audit.MaxFiles,
+		Logger: g.log.With("component", "audit"), OnWriteError: home.ReleaseOnFull})
 	if err != nil {
 		return nil, fmt.Errorf("open audit log: %w", err)
 	}
