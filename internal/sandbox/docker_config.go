@@ -74,6 +74,7 @@ const (
 	LabelAgent      = "dev.beige.agent"       // the agent name
 	LabelConfigHash = "dev.beige.config-hash" // ConfigHash of the spec
 	LabelInstance   = "dev.beige.instance"    // DockerOptions.Instance (by default derived from $BEIGE_HOME)
+	LabelUser       = "dev.beige.user"        // the uid:gid agent code runs as (the container's own user is root)
 	LabelHome       = "dev.beige.home"        // DockerOptions.Home: the $BEIGE_HOME of the gateway that made it
 	LabelMounts     = "dev.beige.mounts"      // MountsID at create time: which files the bind mounts showed
 )
@@ -245,12 +246,22 @@ func containerConfig(spec Spec, labels map[string]string) (*container.Config, *c
 	cfg := &container.Config{
 		Hostname:   ContainerName(spec.Agent),
 		Image:      spec.Image,
-		User:       user, // the main process and every exec that does not say otherwise
+		// The container's own user is root, so that the in-sandbox helper
+		// (exec'd as root) keeps SETUID, SETGID and KILL: Docker empties
+		// every process's effective capabilities, execs as root included,
+		// when Config.User is not root. Agent code never runs as it: the
+		// helper starts every call as the agent's user, and every exec of
+		// agent code names that user (LabelUser shows it in docker inspect).
+		User:       RootUser,
 		Env:        env,
 		Entrypoint: cmd, // replaces the image's entrypoint; the image's CMD is not used
 		WorkingDir: WorkspacePath,
-		Labels:     labels,
+		Labels:     maps.Clone(labels),
 	}
+	if cfg.Labels == nil {
+		cfg.Labels = map[string]string{}
+	}
+	cfg.Labels[LabelUser] = user
 
 	pids := spec.PidsLimit
 	if pids == 0 {

@@ -220,8 +220,9 @@ func TestContainerConfig(t *testing.T) {
 			t.Errorf("host env leaked: %s", v)
 		}
 	}
-	if cfg.User != DefaultUser() || cfg.User == RootUser {
-		t.Errorf("User = %q, want the default non-root %q", cfg.User, DefaultUser())
+	if cfg.User != RootUser || cfg.Labels[LabelUser] != DefaultUser() || DefaultUser() == RootUser {
+		t.Errorf("User = %q, label %s = %q; want root for the helper and the default non-root %q for agent code",
+			cfg.User, LabelUser, cfg.Labels[LabelUser], DefaultUser())
 	}
 	if host.Sysctls["net.ipv4.ip_unprivileged_port_start"] != "1024" {
 		t.Errorf("Sysctls = %v: ports below 1024 are open to every user", host.Sysctls)
@@ -249,8 +250,8 @@ func TestContainerConfigUser(t *testing.T) {
 	} {
 		spec := Spec{Agent: "a", Image: "i", User: tt.user, ReadOnlyRootfs: true}
 		cfg, host := containerConfig(spec, nil)
-		if cfg.User != tt.wantUser || !slices.Equal(host.CapAdd, tt.wantCaps) {
-			t.Errorf("user %q: User %q CapAdd %q, want %q %q", tt.user, cfg.User, host.CapAdd, tt.wantUser, tt.wantCaps)
+		if cfg.Labels[LabelUser] != tt.wantUser || !slices.Equal(host.CapAdd, tt.wantCaps) {
+			t.Errorf("user %q: agent user %q CapAdd %q, want %q %q", tt.user, cfg.Labels[LabelUser], host.CapAdd, tt.wantUser, tt.wantCaps)
 		}
 		if !host.ReadonlyRootfs {
 			t.Errorf("user %q: ReadOnlyRootfs not passed on", tt.user)

@@ -67,8 +67,8 @@ func TestDefaultSandboxHardened(t *testing.T) {
 	cfg, hc := info.Container.Config, info.Container.HostConfig
 	wantUser := sandbox.DefaultUser()
 	uid, gid, _ := sandbox.ParseUser(wantUser)
-	if cfg.User != wantUser || uid == 0 {
-		t.Errorf("User = %q, want the non-root %q", cfg.User, wantUser)
+	if cfg.Labels[sandbox.LabelUser] != wantUser || uid == 0 {
+		t.Errorf("agent user label = %q, want the non-root %q", cfg.Labels[sandbox.LabelUser], wantUser)
 	}
 	if !slices.Contains(hc.SecurityOpt, "no-new-privileges:true") {
 		t.Errorf("SecurityOpt = %q", hc.SecurityOpt)
@@ -105,8 +105,9 @@ func TestDefaultSandboxHardened(t *testing.T) {
 		t.Errorf("id and HOME: %q", got)
 	}
 	status := sh(t, sb, "cat /proc/self/status")
-	if !strings.Contains(status, "Seccomp:\t2") || !strings.Contains(status, "NoNewPrivs:\t1") {
-		t.Errorf("seccomp filter or no-new-privs missing:\n%s", status)
+	if !strings.Contains(status, "Seccomp:\t2") || !strings.Contains(status, "NoNewPrivs:\t1") ||
+		!strings.Contains(status, "CapEff:\t0000000000000000") || !strings.Contains(status, "CapPrm:\t0000000000000000") {
+		t.Errorf("seccomp filter or no-new-privs missing, or agent code has capabilities:\n%s", status)
 	}
 	sh(t, sb, "touch /workspace/w $HOME/h /tmp/t && mkdir -p $HOME/.cache/x")
 	if portBound(t, sb, 80) {
