@@ -9,8 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"regexp"
+	"runtime"
 	"testing"
 	"time"
 
@@ -33,8 +33,8 @@ func (t bodyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return &http.Response{
 		StatusCode: t.status, Status: http.StatusText(t.status), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header:  http.Header{"Content-Type": {t.ctype}},
-		Body:    io.NopCloser(bytes.NewReader(t.body)), ContentLength: int64(len(t.body)), Request: req,
+		Header: http.Header{"Content-Type": {t.ctype}},
+		Body:   io.NopCloser(bytes.NewReader(t.body)), ContentLength: int64(len(t.body)), Request: req,
 	}, nil
 }
 
