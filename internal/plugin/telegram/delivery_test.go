@@ -406,3 +406,20 @@ func TestPromptCancelledByShutdownStaysQueued(t *testing.T) {
 	startIn(t, api, dir, nil, nil)
 	api.WaitFor("the answer after the restart", lastReactionIs(msg, "🎉"))
 }
+
+// TestCommandErrorIsShortAndSafe: a command whose work fails (/compact
+// asks the model) shows a short text, not the error's.
+func TestCommandErrorIsShortAndSafe(t *testing.T) {
+	pc := newFakePC()
+	pc.compactErr = errors.New(`compact: anthropic: 401 invalid x-api-key "sk-ant-api03-SECRETSECRETSECRET"`)
+	h := start(t, nil, pc)
+	h.api.Message(userID, userID, 0, "/compact")
+	want := "⚠️ Could not compact the session: the agent failed."
+	calls := h.api.WaitFor("the reply", func(c []bottest.Call) bool { return len(textsTo(c, userID)) > 0 })
+	if texts := textsTo(calls, userID); !slices.Equal(texts, []string{want}) {
+		t.Errorf("replies %q, want [%q]", texts, want)
+	}
+	if logs := h.logs.String(); !strings.Contains(logs, "invalid x-api-key") || strings.Contains(logs, "SECRETSECRET") {
+		t.Errorf("the log lacks the detail or shows the key:\n%s", logs)
+	}
+}
