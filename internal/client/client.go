@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/beige-dev/beige/internal/agent"
 	"github.com/beige-dev/beige/internal/httpapi"
@@ -153,7 +154,11 @@ func (c *Client) do(ctx context.Context, method, path string, body any, accept s
 			e.Msg = http.StatusText(resp.StatusCode)
 		}
 		if len(e.Msg) > 300 {
-			e.Msg = e.Msg[:300] + "…"
+			cut := 300 // on a rune boundary: the text is shown to a user
+			for cut > 0 && !utf8.RuneStart(e.Msg[cut]) {
+				cut--
+			}
+			e.Msg = e.Msg[:cut] + "…"
 		}
 	}
 	return nil, e

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/beige-dev/beige/internal/agent"
 	"github.com/beige-dev/beige/internal/llm"
@@ -224,15 +225,29 @@ func bodyError(err error) error {
 	case errors.As(err, &se):
 		return proto.Errorf(http.StatusBadRequest, "invalid JSON body at byte %d: %v", se.Offset, se)
 	case errors.As(err, &te):
-		field := te.Field
+		field := clipEcho(te.Field)
 		if field == "" {
 			return proto.Errorf(http.StatusBadRequest, "invalid JSON body: want an object, got %s", te.Value)
 		}
 		return proto.Errorf(http.StatusBadRequest, "invalid JSON body: %s: want %s, got %s", field, te.Type, te.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return proto.Errorf(http.StatusBadRequest, "invalid JSON body: unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		return proto.Errorf(http.StatusBadRequest, "invalid JSON body: unknown field %s", clipEcho(strings.TrimPrefix(err.Error(), "json: unknown field ")))
 	}
 	return proto.Errorf(http.StatusBadRequest, "invalid JSON body: %v", err)
+}
+
+// clipEcho bounds a part of the client's body echoed in an error (a field
+// name can be as long as the body), on a rune boundary.
+func clipEcho(s string) string {
+	const max = 120
+	if len(s) <= max {
+		return s
+	}
+	n := max
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {

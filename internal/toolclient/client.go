@@ -22,6 +22,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/beige-dev/beige/internal/proto"
 )
@@ -69,6 +70,10 @@ func run(args []string, env func(string) string, wd string, stdout, stderr io.Wr
 	for i, a := range req.Args {
 		if strings.IndexByte(a, 0) >= 0 { // cannot happen with real argv
 			fmt.Fprintf(stderr, "beige: argument %d contains a NUL byte\n", i+1)
+			return proto.ExitBadRequest
+		}
+		if !utf8.ValidString(a) { // JSON would replace the bytes: the tool would get another argument
+			fmt.Fprintf(stderr, "beige: argument %d is not valid UTF-8\n", i+1)
 			return proto.ExitBadRequest
 		}
 	}

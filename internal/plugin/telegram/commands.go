@@ -100,7 +100,7 @@ func (r *run) command(ctx context.Context, t target, name, args string) string {
 		return r.cmdStart(t)
 	case "new":
 		if err := r.pc.NewSession(ctx, t.agent, t.key); err != nil {
-			return "⚠️ Could not start a new session: " + clip(err.Error(), 500)
+			return r.commandError(t, "start a new session", err)
 		}
 		return "🆕 New session started."
 	case "status":
@@ -116,7 +116,7 @@ func (r *run) command(ctx context.Context, t target, name, args string) string {
 		err := r.pc.Compact(ctx, t.agent, t.key)
 		stop()
 		if err != nil {
-			return "⚠️ Could not compact the session: " + clip(err.Error(), 500)
+			return r.commandError(t, "compact the session", err)
 		}
 		return "🗜 Session compacted."
 	case "agent":
@@ -166,7 +166,7 @@ func (r *run) cmdStop(t target) string {
 func (r *run) cmdStatus(ctx context.Context, t target) string {
 	st, err := r.pc.Status(ctx, t.agent, t.key)
 	if err != nil {
-		return "⚠️ Could not read the session's status: " + clip(err.Error(), 500)
+		return r.commandError(t, "read the session's status", err)
 	}
 	settings := r.pc.Settings(t.key, r.cfg.Defaults.settings())
 	var b strings.Builder
@@ -208,7 +208,7 @@ func (r *run) cmdToggle(t target, name, args string) string {
 		value = v
 	}
 	if err := r.pc.SetSetting(t.key, name, value); err != nil {
-		return "⚠️ Could not change the setting: " + clip(err.Error(), 500)
+		return "⚠️ Could not change the setting: " + r.redactSecrets(clip(err.Error(), 500))
 	}
 	switch {
 	case name == "verbose" && value:
@@ -251,7 +251,7 @@ func (r *run) cmdModel(ctx context.Context, t target, args string) string {
 		return b.String()
 	case "default", "auto", "reset", "unpin":
 		if err := r.pc.SetModel(ctx, t.agent, t.key, ""); err != nil {
-			return "⚠️ " + clip(err.Error(), 500)
+			return "⚠️ " + r.redactSecrets(clip(err.Error(), 500))
 		}
 		return "🧠 Model unpinned: the agent's own order applies."
 	}
@@ -263,7 +263,7 @@ func (r *run) cmdModel(ctx context.Context, t target, args string) string {
 		model = list[n-1]
 	}
 	if err := r.pc.SetModel(ctx, t.agent, t.key, model); err != nil {
-		return "⚠️ " + clip(err.Error(), 500)
+		return "⚠️ " + r.redactSecrets(clip(err.Error(), 500))
 	}
 	return "📌 Model pinned: " + model
 }
@@ -287,4 +287,12 @@ func onOff(b bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+// commandError is the reply of a command that failed: a short, safe text
+// (the compaction's model error, a hook's output can hold anything); the
+// detail goes to the log, secrets redacted.
+func (r *run) commandError(t target, what string, err error) string {
+	r.log.Warn("telegram: command failed", "what", what, "agent", t.agent, "session", t.key, "error", r.redactSecrets(err.Error()))
+	return "⚠️ Could not " + what + ": " + userError(err)
 }

@@ -367,3 +367,59 @@ func TestUsernameInAllowlistWarned(t *testing.T) {
 		t.Errorf("warnings for numeric ids: %q", w)
 	}
 }
+
+// TestPromptCancelledByShutdownStaysQueued: the gateway cancels the
+// prompts it could not drain; such a prompt is neither reported as failed
+// nor dropped: the next start answers it.
+func TestPromptCancelledByShutdownStaysQueued(t *testing.T) {
+	api := bottest.New(t)
+	dir := t.TempDir()
+	pc := newFakePC()
+	started := make(chan struct{}, 1)
+	gatewayDrained := make(chan struct{})
+	pc.answer = func(ctx context.Context, req plugin.PromptRequest) (*plugin.PromptResult, error) {
+		started <- struct{}{}
+		<-gatewayDrained // the gateway's drain time is over: it aborts the prompt
+		return nil, errors.New("agent: prompt aborted: the gateway is shutting down")
+	}
+	h := startIn(t, api, dir, nil, pc)
+	msg := api.Message(userID, userID, 0, "long job")
+	<-started
+	h.cancel() // the gateway stops: the channels' context ends first
+	time.Sleep(50 * time.Millisecond)
+	close(gatewayDrained)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	calls := api.Snapshot()
+	if texts := textsTo(calls, userID); len(texts) != 0 {
+		t.Errorf("sent %q at shutdown", texts)
+	}
+	if rs := reactionsOn(calls, msg); !slices.Equal(rs, []string{"👀"}) {
+		t.Errorf("reactions %q, want only 👀", rs)
+	}
+	if q := readQueue(t, dir); len(q.Updates) != 1 {
+		t.Fatalf("queue %+v, want the message", q.Updates)
+	}
+	startIn(t, api, dir, nil, nil)
+	api.WaitFor("the answer after the restart", lastReactionIs(msg, "🎉"))
+}
+
+// TestCommandErrorIsShortAndSafe: a command whose work fails (/compact
+// asks the model) shows a short text, not the error's.
+func TestCommandErrorIsShortAndSafe(t *testing.T) {
+	pc := newFakePC()
+	pc.compactErr = errors.New(`compact: anthropic: 401 invalid x-api-key "sk-ant-api03-SECRETSECRETSECRET"`)
+	h := start(t, nil, pc)
+	h.api.Message(userID, userID, 0, "/compact")
+	want := "⚠️ Could not compact the session: the agent failed."
+	calls := h.api.WaitFor("the reply", func(c []bottest.Call) bool { return len(textsTo(c, userID)) > 0 })
+	if texts := textsTo(calls, userID); !slices.Equal(texts, []string{want}) {
+		t.Errorf("replies %q, want [%q]", texts, want)
+	}
+	if logs := h.logs.String(); !strings.Contains(logs, "invalid x-api-key") || strings.Contains(logs, "SECRETSECRET") {
+		t.Errorf("the log lacks the detail or shows the key:\n%s", logs)
+	}
+}

@@ -15,17 +15,18 @@ import (
 // fakePC is a scripted PluginContext: prompts answer through answer (by
 // default "echo: <message>"), and every call is recorded.
 type fakePC struct {
-	mu       sync.Mutex
-	agents   []string
-	answer   func(ctx context.Context, req plugin.PromptRequest) (*plugin.PromptResult, error)
-	prompts  []plugin.PromptRequest
-	news     []string // session keys of NewSession
-	aborts   []string
-	compacts []string
-	pinned   map[string]string
-	settings map[string]map[string]any
-	running  map[string]context.CancelCauseFunc
-	sessMu   map[string]*sync.Mutex
+	mu         sync.Mutex
+	agents     []string
+	answer     func(ctx context.Context, req plugin.PromptRequest) (*plugin.PromptResult, error)
+	prompts    []plugin.PromptRequest
+	news       []string // session keys of NewSession
+	aborts     []string
+	compacts   []string
+	compactErr error // Compact's error
+	pinned     map[string]string
+	settings   map[string]map[string]any
+	running    map[string]context.CancelCauseFunc
+	sessMu     map[string]*sync.Mutex
 }
 
 func newFakePC(agents ...string) *fakePC {
@@ -116,7 +117,7 @@ func (f *fakePC) Compact(_ context.Context, agent, key string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.compacts = append(f.compacts, agent+" "+key)
-	return nil
+	return f.compactErr
 }
 
 func (f *fakePC) Status(_ context.Context, agent, key string) (plugin.SessionStatus, error) {

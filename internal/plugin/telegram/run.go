@@ -264,6 +264,12 @@ func (r *run) drain() {
 	r.pollCancel()
 }
 
+func (r *run) isDraining() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.draining
+}
+
 func (r *run) finished() bool {
 	select {
 	case <-r.done:
@@ -624,7 +630,9 @@ func (r *run) runPrompt(t target, in inbound, seen <-chan struct{}) {
 	reaction := reactionDone
 	told := true // the user has the answer, or knows there is none
 	switch {
-	case r.ctx.Err() != nil: // shutting down: answered by the next start
+	case r.ctx.Err() != nil, err != nil && r.isDraining():
+		// Shutting down (the gateway cancels the prompts it could not
+		// drain): answered by the next start.
 		rep.finish("", false)
 		return
 	case err != nil && tu.stopped.Load():
