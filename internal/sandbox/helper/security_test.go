@@ -300,3 +300,15 @@ func TestFileOpsRefuseOwnProc(t *testing.T) {
 		t.Errorf("read /proc/meminfo = %+v", r)
 	}
 }
+
+func TestCapEff(t *testing.T) {
+	if v, ok := capEff("Name:\tx\nCapPrm:\t00000000000000e0\nCapEff:\t00000000000000e0\n"); !ok || v != 0xe0 {
+		t.Errorf("capEff = %#x, %v", v, ok)
+	}
+	if _, ok := capEff("Name:\tx\n"); ok {
+		t.Error("capEff without the line")
+	}
+	if os.Geteuid() == 0 && missingCaps() != "" {
+		t.Logf("this test process lacks %s", missingCaps())
+	}
+}
