@@ -256,6 +256,11 @@ func (s *dockerSandbox) checkHelperLocked(hc *helperClient) {
 		s.log.Warn("sandbox helper missed a call's deadline but answers; keeping it")
 		return
 	}
+	if s.isFrozen() {
+		// docker pause stops the helper too; it is not hung.
+		s.log.Warn("sandbox helper did not answer while the sandbox is frozen; keeping it")
+		return
+	}
 	s.log.Warn("sandbox helper hung; replacing it", "pid", hc.helperPid(), "err", err)
 	s.hc = nil
 	hc.fail(errors.New("hung; replaced"))
@@ -268,19 +273,32 @@ func (s *dockerSandbox) checkHelperLocked(hc *helperClient) {
 		return
 	}
 	s.hc = nhc
-	pid := hc.helperPid()
-	if pid <= 0 {
-		return
+	if pid := hc.helperPid(); pid > 0 {
+		go s.killHelper(nhc, pid) // calls need not wait for it
 	}
-	kctx, cancel := context.WithTimeout(context.Background(), helperCheckTimeout+2*time.Second)
+}
+
+// killHelper has the helper hc kill the hung helper pid and everything it
+// started.
+func (s *dockerSandbox) killHelper(hc *helperClient, pid int) {
+	ctx, cancel := context.WithTimeout(context.Background(), helperCheckTimeout+2*time.Second)
 	defer cancel()
-	resp, err := nhc.call(kctx, &proto.HelperRequest{Op: proto.HelperOpKillHelper, Pid: pid})
+	resp, err := hc.call(ctx, &proto.HelperRequest{Op: proto.HelperOpKillHelper, Pid: pid})
 	if err == nil && resp.Error != "" {
 		err = errors.New(resp.Error)
 	}
 	if err != nil {
-		s.log.Error("could not kill the hung sandbox helper", "pid", hc.helperPid(), "err", err)
+		s.log.Error("could not kill the hung sandbox helper", "pid", pid, "err", err)
+		return
 	}
+	s.log.Info("killed the hung sandbox helper", "pid", pid)
+}
+
+// isFrozen reports whether a Freeze is in effect.
+func (s *dockerSandbox) isFrozen() bool {
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
+	return s.frozen > 0
 }
 
 // close drops the helper (it exits on stdin EOF); the container keeps running.

@@ -125,8 +125,18 @@ echo done`
 	if got := sh(t, sb, "stat -c %u:%g made made/by/helper.txt"); got != "1000:1000\n1000:1000\n" {
 		t.Errorf("owners %q, want the agent's", got)
 	}
-	if _, _, err := sb.ReadFile(context.Background(), "/proc/1/environ", 100); err == nil {
-		t.Error("the helper read a root-only file for the agent")
+	// Nor can the read tool open the helper's own /proc files (which a
+	// process may always open): its request stream, its environment.
+	for _, p := range []string{"/proc/1/environ", "/proc/self/fd/0", "/proc/self/environ", "/proc/self/mem"} {
+		if data, _, err := sb.ReadFile(context.Background(), p, 100); err == nil {
+			t.Errorf("read %s for the agent: %q", p, data)
+		}
+	}
+	if err := sb.WriteFile(context.Background(), "/proc/self/fd/1", []byte("\x00\x00\x00\x02\x00\x00\x00\x00{}")); err == nil {
+		t.Error("wrote into the helper's response stream")
+	}
+	if got := sh(t, sb, "echo still"); got != "still\n" {
+		t.Errorf("after the attempts: %q", got)
 	}
 }
 

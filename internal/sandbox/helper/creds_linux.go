@@ -42,6 +42,12 @@ func (s *server) setupUser(u *User) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("run as user %d:%d: the helper is not root (uid %d)", u.UID, u.GID, os.Geteuid())
 	}
+	// Root without these (Docker gives a root exec no effective
+	// capabilities when the container's own user is not root) could start
+	// nothing as the agent and kill none of its processes.
+	if missing := missingCaps(); missing != "" {
+		return fmt.Errorf("run as user %d:%d: the helper lacks %s (the container's user must be root, with SETUID, SETGID and KILL)", u.UID, u.GID, missing)
+	}
 	s.user = u
 	s.cred = &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: []uint32{}}
 	return nil
@@ -100,4 +106,41 @@ func ParseUser(s string) (*User, error) {
 		return nil, fmt.Errorf("user %q: want numeric uid:gid", s)
 	}
 	return &User{UID: uid, GID: gid}, nil
+}
+
+// The capabilities the helper needs to run agent code as another user.
+var neededCaps = []struct {
+	bit  uint
+	name string
+}{{7, "CAP_SETUID"}, {6, "CAP_SETGID"}, {5, "CAP_KILL"}}
+
+// missingCaps names the needed capabilities not in the helper's effective
+// set ("" when it has them all, or when it cannot tell).
+func missingCaps() string {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return ""
+	}
+	eff, ok := capEff(string(data))
+	if !ok {
+		return ""
+	}
+	var missing []string
+	for _, c := range neededCaps {
+		if eff&(1<<c.bit) == 0 {
+			missing = append(missing, c.name)
+		}
+	}
+	return strings.Join(missing, ", ")
+}
+
+// capEff reads the CapEff line of a /proc/<pid>/status.
+func capEff(status string) (uint64, bool) {
+	for _, line := range strings.Split(status, "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }

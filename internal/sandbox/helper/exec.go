@@ -93,8 +93,8 @@ func (s *server) exec(ctx context.Context, req *proto.HelperRequest) *proto.Help
 		cancelled = true
 	}
 	if timedOut || cancelled {
-		// Kill before reaping sh, so that its pid (the session and group
-		// id) cannot be reused while the kill looks for them.
+		// sh's pid, the call's session and group id, stays reserved while
+		// any member of them lives, so matching on it finds only the call's.
 		if !killCall(cmd.Process.Pid) {
 			s.logf("exec %d: processes of the call still alive after %v", req.ID, KillBound)
 		}

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/beige-dev/beige/internal/proto"
@@ -40,11 +42,20 @@ func (s *server) readAs(req *proto.HelperRequest) *proto.HelperResponse {
 	if st.Mode()&(fs.ModeNamedPipe|fs.ModeSocket) != 0 {
 		return invalid("read %s: not a regular file", p)
 	}
-	f, err := os.Open(p)
+	// O_NONBLOCK: a FIFO swapped in since the stat must not block the open.
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return errResponse(err)
 	}
 	defer f.Close()
+	if fst, err := f.Stat(); err != nil {
+		return errResponse(err)
+	} else if fst.Mode()&(fs.ModeNamedPipe|fs.ModeSocket) != 0 || fst.IsDir() {
+		return invalid("read %s: not a regular file", p)
+	}
+	if ownProc(f) || inProc(filepath.Dir(p)) && !inProcRoot(p) {
+		return errResponse(&fs.PathError{Op: "read", Path: p, Err: syscall.EACCES})
+	}
 	limit := min(max(req.Max, 0), proto.MaxHelperBody)
 	data, err := io.ReadAll(io.LimitReader(f, limit))
 	if err != nil {
@@ -94,6 +105,9 @@ func (s *server) writeAs(req *proto.HelperRequest) *proto.HelperResponse {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return errResponse(err)
 	}
+	if inProc(dir) {
+		return errResponse(&fs.PathError{Op: "write", Path: p, Err: syscall.EACCES})
+	}
 	if err := writeAtomic(p, req.Body, mode, st); err != nil {
 		// Renaming over a mount point or across devices fails; write in place.
 		if errors.Is(err, syscall.EBUSY) || errors.Is(err, syscall.EXDEV) {
@@ -136,4 +150,44 @@ func writeAtomic(p string, data []byte, mode fs.FileMode, old fs.FileInfo) (err 
 		return fmt.Errorf("rename %s: %w", p, err)
 	}
 	return nil
+}
+
+// procMagic is the f_type of procfs.
+const procMagic = 0x9fa0
+
+// ownProc reports whether f is a per-process /proc entry (/proc/<pid>/...,
+// which /proc/self and /proc/thread-self lead to). The helper refuses to
+// read those: a process may always open its own, whatever its credentials,
+// so /proc/self/fd/0 would be the helper's own request stream. The agent
+// reads its own processes' entries with exec.
+func ownProc(f *os.File) bool {
+	var sfs syscall.Statfs_t
+	if err := syscall.Fstatfs(int(f.Fd()), &sfs); err != nil || sfs.Type != procMagic {
+		return false
+	}
+	name, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+	if err != nil {
+		return true // cannot tell: refuse
+	}
+	rest, ok := strings.CutPrefix(name, "/proc/")
+	if !ok {
+		return true
+	}
+	first, _, _ := strings.Cut(rest, "/")
+	_, err = strconv.Atoi(first)
+	return err == nil
+}
+
+// inProcRoot reports whether p names a file directly in /proc (meminfo,
+// cpuinfo: not a process's).
+func inProcRoot(p string) bool {
+	d, err := filepath.EvalSymlinks(filepath.Dir(p))
+	return err == nil && d == "/proc"
+}
+
+// inProc reports whether dir is on procfs: the helper writes nothing there,
+// and reads there only files of /proc itself.
+func inProc(dir string) bool {
+	var sfs syscall.Statfs_t
+	return syscall.Statfs(dir, &sfs) == nil && sfs.Type == procMagic
 }

@@ -272,3 +272,43 @@ func TestParseStat(t *testing.T) {
 		t.Errorf("parseStat(/proc/self/stat) = %+v", p)
 	}
 }
+
+// TestFileOpsRefuseOwnProc: read and write do not reach the helper's own
+// /proc entries (which a process may always open): not its request stream
+// (/proc/self/fd/0), not its response stream, not its memory, through
+// /proc/self, its pid or a symlink in the workspace.
+func TestFileOpsRefuseOwnProc(t *testing.T) {
+	dir := t.TempDir()
+	pid := strconv.Itoa(os.Getpid())
+	os.Symlink("/proc/self/environ", filepath.Join(dir, "link"))
+	c := startServe(t, Options{Dir: dir})
+	for _, p := range []string{"/proc/self/fd/0", "/proc/self/environ", "/proc/" + pid + "/environ", "/proc/thread-self/environ", "/proc/self/mem", "link"} {
+		if r := c.do(proto.HelperRequest{Op: proto.HelperOpRead, Path: p, Max: 100}); r.Error == "" {
+			t.Errorf("read %s = %d bytes, want refused", p, len(r.Body))
+		}
+	}
+	for _, p := range []string{"/proc/self/fd/1", "/proc/" + pid + "/fd/1", "/proc/self/attr/current"} {
+		if r := c.do(proto.HelperRequest{Op: proto.HelperOpWrite, Path: p, Body: []byte("\x00\x00\x00\x02\x00\x00\x00\x00{}")}); r.Error == "" {
+			t.Errorf("write %s succeeded, want refused", p)
+		}
+	}
+	// The stream still works.
+	if r := c.do(proto.HelperRequest{Op: proto.HelperOpPing}); r.Version != proto.HelperVersion {
+		t.Errorf("ping after the attempts = %+v", r)
+	}
+	if r := c.do(proto.HelperRequest{Op: proto.HelperOpRead, Path: "/proc/meminfo", Max: 10}); r.Error != "" {
+		t.Errorf("read /proc/meminfo = %+v", r)
+	}
+}
+
+func TestCapEff(t *testing.T) {
+	if v, ok := capEff("Name:\tx\nCapPrm:\t00000000000000e0\nCapEff:\t00000000000000e0\n"); !ok || v != 0xe0 {
+		t.Errorf("capEff = %#x, %v", v, ok)
+	}
+	if _, ok := capEff("Name:\tx\n"); ok {
+		t.Error("capEff without the line")
+	}
+	if os.Geteuid() == 0 && missingCaps() != "" {
+		t.Logf("this test process lacks %s", missingCaps())
+	}
+}
