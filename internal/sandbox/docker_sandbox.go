@@ -294,13 +294,6 @@ func (s *dockerSandbox) killHelper(hc *helperClient, pid int) {
 	s.log.Info("killed the hung sandbox helper", "pid", pid)
 }
 
-// isFrozen reports whether a Freeze is in effect.
-func (s *dockerSandbox) isFrozen() bool {
-	s.fmu.Lock()
-	defer s.fmu.Unlock()
-	return s.frozen > 0
-}
-
 // close drops the helper (it exits on stdin EOF); the container keeps running.
 func (s *dockerSandbox) close() {
 	s.hmu.Lock()
