@@ -2,11 +2,11 @@ package gateway
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/egress"
-	"github.com/beige-dev/beige/internal/sandbox"
 )
 
 // openEgress says what the agent's network mode gives up and, in the
@@ -38,8 +38,11 @@ func (a *agentRuntime) openEgress() error {
 	if err != nil {
 		return fmt.Errorf("egress socket of agent %q: %w", a.name, err)
 	}
-	// The in-sandbox forwarder runs as the agent's (non-root) user.
-	if err := sandbox.PrepareSocket(sock, s.User); err != nil {
+	// The in-sandbox forwarder runs as the container's root, which has no
+	// DAC_OVERRIDE, and the gateway may not be root: the socket is open to
+	// every uid. Only this agent's sandbox can reach it ($BEIGE_HOME/sockets
+	// is 0700), and whoever connects gets this agent's policy and audit.
+	if err := os.Chmod(sock, 0o666); err != nil {
 		ln.Close()
 		return fmt.Errorf("egress socket of agent %q: %w", a.name, err)
 	}
