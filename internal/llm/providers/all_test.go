@@ -8,7 +8,7 @@ import (
 )
 
 func TestBuiltIn(t *testing.T) {
-	for _, api := range []string{llm.APIAnthropicMessages, llm.APIOpenAICompletions, llm.APIOpenAIResponses} {
+	for _, api := range []string{llm.APIAnthropicMessages, llm.APIOpenAICompletions, llm.APIOpenAIResponses, llm.APIGoogleGenerativeAI} {
 		if !llm.HasAPI(api) {
 			t.Errorf("%s not registered", api)
 		}
@@ -17,13 +17,10 @@ func TestBuiltIn(t *testing.T) {
 			t.Errorf("NewProvider(%s) = %v, %v", api, p, err)
 		}
 	}
-	if _, err := llm.NewProvider(llm.ProviderConfig{Name: "g", API: llm.APIGoogleGenerativeAI}); err == nil {
-		t.Errorf("google-generative-ai should be unsupported")
-	}
 }
 
 func TestBadBaseURL(t *testing.T) {
-	for _, api := range []string{llm.APIAnthropicMessages, llm.APIOpenAICompletions, llm.APIOpenAIResponses} {
+	for _, api := range []string{llm.APIAnthropicMessages, llm.APIOpenAICompletions, llm.APIOpenAIResponses, llm.APIGoogleGenerativeAI} {
 		for _, u := range []string{"api.example.com/v1", "ftp://x", "http://", "://"} {
 			if _, err := llm.NewProvider(llm.ProviderConfig{Name: "x", API: api, BaseURL: u}); err == nil {
 				t.Errorf("%s: base url %q accepted", api, u)
