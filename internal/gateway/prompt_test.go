@@ -17,14 +17,21 @@ const canaryKey = "sk-canary-4242"
 
 // TestPromptRunsToolsInTheSandbox: a scripted model asks for exec, then
 // answers; the prompt API returns the answer, the command ran in the
-// sandbox, and the audit line names agent, session and model. Both wire
-// formats.
+// sandbox, and the audit line names agent, session and model. Every wire
+// format.
 func TestPromptRunsToolsInTheSandbox(t *testing.T) {
-	for _, api := range []string{"anthropic-messages", "openai-completions"} {
-		t.Run(api, func(t *testing.T) {
+	for _, api := range []string{"anthropic-messages", "openai-completions", "google-generative-ai"} {
+		name := api
+		if api == "google-generative-ai" {
+			name = "google" // the socket path holds the test name: keep it short
+		}
+		t.Run(name, func(t *testing.T) {
 			srv := llmtest.NewAnthropic(t)
-			if api == "openai-completions" {
+			switch api {
+			case "openai-completions":
 				srv = llmtest.NewOpenAI(t)
+			case "google-generative-ai":
+				srv = llmtest.NewGemini(t)
 			}
 			srv.Enqueue(llmtest.ToolCall("exec", map[string]any{"command": "echo hi > /workspace/x"}), llmtest.Text("done"))
 			g := startGatewayWith(t, gatewaySetup{
