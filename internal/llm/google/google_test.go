@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -355,4 +356,31 @@ func TestCrossModelHistory(t *testing.T) {
 	}
 }
 
-var _ = http.StatusOK
+
+// A 200 application/json body holding an error object instead of a stream
+// is the error the user sees, in the provider's words.
+func TestJSONErrorBody(t *testing.T) {
+	for _, tc := range []struct {
+		body, want string
+		class      llm.ErrorClass
+	}{
+		{`{"error":{"code":"1113","message":"Insufficient balance or no resource package. Please recharge."}}`,
+			"1113: Insufficient balance or no resource package. Please recharge.", llm.ClassOther},
+		{`{"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED"}}`, "429 RESOURCE_EXHAUSTED: Quota exceeded", llm.ClassRateLimit},
+	} {
+		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(tc.body))
+		}))
+		defer hs.Close()
+		p, err := llm.NewProvider(llm.ProviderConfig{Name: "google", APIKey: testKey, BaseURL: hs.URL + "/v1beta", API: google.API})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := llm.Request{Model: llm.Lookup("google", google.API, "gemini-2.5-flash", hs.URL+"/v1beta"), Context: llm.Context{Messages: []llm.Message{llm.UserText("hi")}}}
+		_, msg, err := run(t, p, context.Background(), req)
+		if err == nil || msg.ErrorMessage != tc.want || llm.Classify(err) != tc.class {
+			t.Errorf("%s: err %v class %s, errorMessage %q, want %q", tc.body, err, llm.Classify(err), msg.ErrorMessage, tc.want)
+		}
+	}
+}
