@@ -356,7 +356,6 @@ func TestCrossModelHistory(t *testing.T) {
 	}
 }
 
-
 // A 200 application/json body holding an error object instead of a stream
 // is the error the user sees, in the provider's words.
 func TestJSONErrorBody(t *testing.T) {
