@@ -70,7 +70,7 @@ func New(cfg llm.ProviderConfig) (llm.Provider, error) {
 	client, err := genai.NewClient(context.Background(), &genai.ClientConfig{
 		APIKey:      placeholderKey, // never empty: the SDK would read GOOGLE_API_KEY/GEMINI_API_KEY
 		Backend:     genai.BackendGeminiAPI,
-		HTTPClient:  &http.Client{Transport: p},
+		HTTPClient:  &http.Client{Transport: p, CheckRedirect: noRedirect},
 		HTTPOptions: genai.HTTPOptions{BaseURL: root, APIVersion: version},
 	})
 	if err != nil {
@@ -79,6 +79,10 @@ func New(cfg llm.ProviderConfig) (llm.Provider, error) {
 	p.models = client.Models
 	return p, nil
 }
+
+// noRedirect hands a redirect to the SDK as the response it is (an
+// error), so that the key never follows it to another host.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 var versionRE = regexp.MustCompile(`^v[0-9]+((alpha|beta)[0-9]*)?$`)
 
@@ -109,8 +113,8 @@ type captureKey struct{}
 
 // RoundTrip is the last word on authentication, right before a request
 // leaves: the configured key as x-goog-api-key, no Authorization header
-// and no key in the query, whatever the SDK did. It also feeds the
-// request's error capture.
+// and no key in the query, whatever the SDK did. Redirects are not
+// followed. It also feeds the request's error capture.
 func (p *Provider) RoundTrip(req *http.Request) (*http.Response, error) {
 	r := req.Clone(req.Context())
 	r.Header.Del("Authorization")
@@ -122,7 +126,14 @@ func (p *Provider) RoundTrip(req *http.Request) (*http.Response, error) {
 		q.Del("key")
 		r.URL.RawQuery = q.Encode()
 	}
-	send := func(r *http.Request) (*http.Response, error) { return p.hc.Do(r) }
+	// The configured client's transport, not the client: a redirect must
+	// not carry the key to another host (net/http keeps custom headers
+	// such as x-goog-api-key across hosts).
+	t := p.hc.Transport
+	if t == nil {
+		t = http.DefaultTransport
+	}
+	send := t.RoundTrip
 	if c, ok := req.Context().Value(captureKey{}).(*llm.ResponseCapture); ok {
 		return c.Middleware(r, send)
 	}

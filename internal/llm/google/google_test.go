@@ -383,3 +383,23 @@ func TestJSONErrorBody(t *testing.T) {
 		}
 	}
 }
+
+// A redirect is not followed: the key must not travel to another host.
+func TestNoRedirect(t *testing.T) {
+	other := llmtest.NewGemini(t)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL()+"/models/gemini-2.5-flash:streamGenerateContent?alt=sse", http.StatusTemporaryRedirect)
+	}))
+	defer hs.Close()
+	p, err := llm.NewProvider(llm.ProviderConfig{Name: "google", APIKey: testKey, BaseURL: hs.URL + "/v1beta", API: google.API})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := llm.Request{Model: llm.Lookup("google", google.API, "gemini-2.5-flash", hs.URL+"/v1beta"), Context: llm.Context{Messages: []llm.Message{llm.UserText("hi")}}}
+	if _, _, err := run(t, p, context.Background(), req); err == nil {
+		t.Error("a redirect answered the request")
+	}
+	if other.Count() != 0 {
+		t.Errorf("the redirect was followed, key %q sent to another host", other.Last().APIKey())
+	}
+}
