@@ -109,7 +109,7 @@ var reservedHeaders = map[string]bool{
 	"content-type": true, "content-length": true, "host": true,
 }
 
-type captureKey struct{}
+type stateKey struct{}
 
 // RoundTrip is the last word on authentication, right before a request
 // leaves: the configured key as x-goog-api-key, no Authorization header
@@ -133,11 +133,17 @@ func (p *Provider) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t == nil {
 		t = http.DefaultTransport
 	}
-	send := t.RoundTrip
-	if c, ok := req.Context().Value(captureKey{}).(*llm.ResponseCapture); ok {
-		return c.Middleware(r, send)
+	st, ok := req.Context().Value(stateKey{}).(*reqState)
+	if !ok {
+		return t.RoundTrip(r)
 	}
-	return send(r)
+	res, err := st.capture.Middleware(r, t.RoundTrip)
+	if err == nil && res != nil && res.StatusCode < 300 && res.Body != nil &&
+		strings.HasPrefix(strings.ToLower(res.Header.Get("Content-Type")), "text/event-stream") {
+		res.Body = newSSEReader(res.Body, st)
+		res.ContentLength = -1
+	}
+	return res, err
 }
 
 // Stream sends one request and streams the reply; see llm.Provider.
@@ -145,8 +151,8 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 	b := llm.NewBuilder(req.Model, emit)
 	b.Start()
 
-	capture := new(llm.ResponseCapture)
-	ctx = context.WithValue(ctx, captureKey{}, capture)
+	st := new(reqState)
+	ctx = context.WithValue(ctx, stateKey{}, st)
 	contents, config := buildRequest(req)
 	config.AutomaticContinuation = genai.Ptr(false) // a reconnect is a retry
 	hopts := &genai.HTTPOptions{Headers: http.Header{}}
@@ -269,8 +275,12 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 	if haveUse {
 		b.SetUsage(usage)
 	}
+	var ge genai.APIError
+	if ae := st.streamError(p.name, req.Model.ID); ae != nil && ctx.Err() == nil && !errors.As(err, &ge) {
+		return b.Fail(ctx, ae) // an error object in the stream in a shape the SDK does not know
+	}
 	if err != nil || ctx.Err() != nil {
-		return b.Fail(ctx, p.apiError(err, capture, req.Model.ID))
+		return b.Fail(ctx, p.apiError(err, &st.capture, req.Model.ID))
 	}
 	if blocked != "" && finish == "" {
 		return b.Fail(ctx, &llm.APIError{
@@ -279,6 +289,9 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 		})
 	}
 	if finish == "" {
+		if ae := st.capture.APIError(p.name, req.Model.ID); ae != nil {
+			return b.Fail(ctx, ae) // an error object instead of a stream
+		}
 		return b.Fail(ctx, fmt.Errorf("%s %s: %w", p.name, req.Model.ID, llm.ErrIncompleteStream))
 	}
 	b.EndAll()

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -401,5 +402,60 @@ func TestNoRedirect(t *testing.T) {
 	}
 	if other.Count() != 0 {
 		t.Errorf("the redirect was followed, key %q sent to another host", other.Last().APIKey())
+	}
+}
+
+// serveRaw answers with body as an event stream, in 13-byte writes.
+func serveRaw(t *testing.T, body string) string {
+	t.Helper()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		f := w.(http.Flusher)
+		for i := 0; i < len(body); i += 13 {
+			_, _ = io.WriteString(w, body[i:min(i+13, len(body))])
+			f.Flush()
+		}
+	}))
+	t.Cleanup(hs.Close)
+	return hs.URL + "/v1beta"
+}
+
+// Server-sent events the SDK alone would refuse ("invalid stream chunk"):
+// comments from proxies, event and id lines, data over several lines,
+// CRLF and CR line ends; and error objects in other servers' shapes.
+func TestStreamDialects(t *testing.T) {
+	text := `{"candidates":[{"content":{"role":"model","parts":[{"text":"Hello"}]}}]}`
+	last := `{"candidates":[{"content":{"role":"model","parts":[{"text":" there"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":7,"candidatesTokenCount":2}}`
+	for name, tc := range map[string]struct {
+		body, text, errText string
+		class               llm.ErrorClass
+	}{
+		"comments and fields": {body: ": keep-alive\n\nevent: message\nid: 1\ndata: " + text + "\n\n: ping\n\ndata: " + last + "\n\n", text: "Hello there"},
+		"multi-line data":     {body: "data: {\"candidates\":[{\"content\":\ndata: {\"role\":\"model\",\"parts\":[{\"text\":\"Hello\"}]}}]}\n\ndata: " + last + "\n\n", text: "Hello there"},
+		"crlf":                {body: "data: " + text + "\r\n\r\n: c\r\n\r\ndata: " + last + "\r\n\r\n", text: "Hello there"},
+		"cr":                  {body: "data: " + text + "\r\rdata: " + last + "\r\r", text: "Hello there"},
+		"vllm error object": {body: "data: " + text + "\n\ndata: {\"object\":\"error\",\"message\":\"This model's maximum context length is 4096 tokens.\",\"type\":\"BadRequestError\",\"code\":400}\n\n",
+			errText: "400 BadRequestError: This model's maximum context length is 4096 tokens.", class: llm.ClassFatal},
+		"ollama error": {body: "data: " + text + "\n\ndata: {\"error\":\"model requires more system memory\"}\n\n",
+			errText: "model requires more system memory", class: llm.ClassOther},
+		"bare json error line": {body: `{"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED"}}` + "\n",
+			errText: "429 RESOURCE_EXHAUSTED: Quota exceeded", class: llm.ClassRateLimit},
+	} {
+		base := serveRaw(t, tc.body)
+		p, err := llm.NewProvider(llm.ProviderConfig{Name: "google", APIKey: testKey, BaseURL: base, API: google.API})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := llm.Request{Model: llm.Lookup("google", google.API, "gemini-2.5-flash", base), Context: llm.Context{Messages: []llm.Message{llm.UserText("hi")}}}
+		_, msg, err := run(t, p, context.Background(), req)
+		if tc.errText == "" {
+			if err != nil || msg.Text() != tc.text || msg.Usage.Input != 7 {
+				t.Errorf("%s: err %v, text %q, usage %+v", name, err, msg.Text(), msg.Usage)
+			}
+			continue
+		}
+		if err == nil || msg.ErrorMessage != tc.errText || llm.Classify(err) != tc.class {
+			t.Errorf("%s: err %v class %s, errorMessage %q, want %q", name, err, llm.Classify(err), msg.ErrorMessage, tc.errText)
+		}
 	}
 }
