@@ -1,8 +1,10 @@
 package llm
 
 import (
+	"bufio"
 	"bytes"
 	"io"
+	"mime"
 	"net/http"
 	"strings"
 	"sync"
@@ -50,25 +52,55 @@ func (c *ResponseCapture) Middleware(req *http.Request, next func(*http.Request)
 	return res, nil
 }
 
-// peekJSON reads the start of a 2xx body that is not an event stream (up
-// to 64 KiB) and keeps its error object, if it is one; the SDK still gets
+// peekJSON keeps the error object of a 2xx JSON body (application/json or
+// +json; not an event stream, not NDJSON). It reads a body only when its
+// first non-blank byte opens an object — so a stream mislabelled as JSON
+// is handed on at once — and then at most 64 KiB of it; the SDK still gets
 // the whole body, unchanged.
 func (c *ResponseCapture) peekJSON(res *http.Response) {
-	ct := strings.ToLower(res.Header.Get("Content-Type"))
-	if res.Body == nil || strings.HasPrefix(ct, "text/event-stream") || !strings.Contains(ct, "json") {
+	mt, _, err := mime.ParseMediaType(res.Header.Get("Content-Type"))
+	if res.Body == nil || err != nil || mt != "application/json" && !strings.HasSuffix(mt, "+json") {
 		return
 	}
-	head, _ := io.ReadAll(io.LimitReader(res.Body, maxCapturedBody))
+	br := bufio.NewReader(res.Body)
 	res.Body = struct {
 		io.Reader
 		io.Closer
-	}{io.MultiReader(bytes.NewReader(head), res.Body), res.Body}
+	}{br, res.Body}
+	if first := firstNonSpace(br, 512); first != '{' {
+		return
+	}
+	head, _ := io.ReadAll(io.LimitReader(br, maxCapturedBody))
+	res.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), br), res.Body}
 	if ae := ErrorObject("", "", head); ae != nil {
 		ae.Header = res.Header.Clone()
 		c.mu.Lock()
 		c.bodyErr = ae
 		c.mu.Unlock()
 	}
+}
+
+// firstNonSpace peeks at the first byte of br that is not JSON white
+// space, among the first limit bytes; 0 if none.
+func firstNonSpace(br *bufio.Reader, limit int) byte {
+	for i := 1; i <= limit; i++ {
+		b, err := br.Peek(i)
+		if len(b) < i {
+			return 0
+		}
+		switch ch := b[i-1]; ch {
+		case ' ', '\t', '\r', '\n':
+		default:
+			return ch
+		}
+		if err != nil {
+			return 0
+		}
+	}
+	return 0
 }
 
 // APIError returns the APIError of the captured error response (or of the

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestErrorObject(t *testing.T) {
@@ -84,6 +85,9 @@ func TestCapturePeeksJSONBodies(t *testing.T) {
 		{"application/json; charset=utf-8", long, false},
 		{"text/event-stream", `data: {"error":{"message":"x"}}` + "\n\n", false}, // the stream parser's business
 		{"text/plain", `{"error":"x"}`, false},
+		{"application/x-ndjson", `{"error":"x"}`, false},
+		{"application/problem+json", "\n  " + `{"error":{"code":"1113","message":"Insufficient balance"}}`, true},
+		{"application/json", `data: {"error":{"message":"x"}}` + "\n\n", false}, // a mislabelled stream: not read ahead
 	} {
 		c := new(ResponseCapture)
 		res, err := c.Middleware(&http.Request{}, func(*http.Request) (*http.Response, error) {
@@ -103,5 +107,30 @@ func TestCapturePeeksJSONBodies(t *testing.T) {
 		if ae != nil && (ae.Message != "Insufficient balance" || ae.Type != "1113" || ae.StatusCode != 0 || Classify(ae) != ClassOther) {
 			t.Errorf("error %+v class %s", ae, Classify(ae))
 		}
+	}
+}
+
+// A stream mislabelled as JSON is handed on at once: the capture does not
+// wait for 64 KiB or the end of the body.
+func TestCaptureDoesNotHoldStreams(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() { _, _ = io.WriteString(pw, "data: {\"x\":1}\n\n") }() // then silence
+	c := new(ResponseCapture)
+	done := make(chan *http.Response, 1)
+	go func() {
+		res, _ := c.Middleware(&http.Request{}, func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: pr}, nil
+		})
+		done <- res
+	}()
+	select {
+	case res := <-done:
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(res.Body, buf); err != nil || string(buf) != "data:" {
+			t.Errorf("read %q %v", buf, err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the capture held the stream")
 	}
 }
