@@ -66,6 +66,9 @@ func geminiCode(typ string) int {
 }
 
 func (geminiWire) errorBody(typ, msg string) string {
+	if typ == "not_found_error" { // the server's "no route"
+		typ = geminiStatus[404]
+	}
 	return mustJSON(map[string]any{"error": map[string]any{"code": geminiCode(typ), "message": msg, "status": typ}})
 }
 
