@@ -12,7 +12,7 @@ import (
 )
 
 // Provider streams one model reply. Implementations live in their own
-// packages (internal/llm/anthropic, internal/llm/openai) and register a
+// packages (internal/llm/anthropic, internal/llm/openai, internal/llm/google) and register a
 // Factory for their API name.
 //
 // Stream sends req and calls emit (if not nil) synchronously, in stream
