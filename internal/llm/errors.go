@@ -18,9 +18,11 @@ import (
 type APIError struct {
 	Provider string // provider name from the config, e.g. "anthropic"
 	Model    string // model id
-	// StatusCode is the HTTP status of an error response; 0 when the error
-	// came in the middle of a stream (the response itself was 200) or no
-	// response arrived.
+	// StatusCode is the HTTP status of an error response. For an error
+	// object in a stream or in a 200 body it is the object's code when that
+	// is an HTTP error status (vLLM's "code":400, Google's "code":429), as
+	// the provider's word on how to treat it; else 0, as when no response
+	// arrived.
 	StatusCode int
 	// Type is the provider's error type when it gives one, e.g.
 	// "rate_limit_error", "overloaded_error" (Anthropic) or
