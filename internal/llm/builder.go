@@ -135,6 +135,13 @@ func (b *Builder) SetToolCallID(i int, id string) {
 	}
 }
 
+// SetToolCallSignature sets the thought signature of tool call i (Gemini).
+func (b *Builder) SetToolCallSignature(i int, sig string) {
+	if b.state(i, ContentToolCall) != nil && sig != "" {
+		b.msg.Content[i].ThoughtSignature = sig
+	}
+}
+
 // SetToolCallName sets the name of tool call i.
 func (b *Builder) SetToolCallName(i int, name string) {
 	if b.state(i, ContentToolCall) != nil && name != "" {

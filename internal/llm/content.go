@@ -54,6 +54,11 @@ type Content struct {
 	// Arguments is the JSON object of a tool call's arguments. It is always
 	// an object on the wire; nil encodes as {}.
 	Arguments json.RawMessage
+	// ThoughtSignature is the provider's opaque signature of a tool call
+	// (Gemini's thoughtSignature, base64), needed to send the call back to
+	// the model that made it; optional.
+	ThoughtSignature string
+
 	// InvalidArguments holds the model's argument text when it was not a JSON
 	// object (malformed or cut-off JSON); Arguments is then {}. It is not
 	// part of the wire format: the agent loop should answer such a call with
@@ -114,10 +119,11 @@ type contentImage struct {
 }
 
 type contentToolCall struct {
-	Type      string          `json:"type"`
-	ID        string          `json:"id"`
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
+	Type             string          `json:"type"`
+	ID               string          `json:"id"`
+	Name             string          `json:"name"`
+	Arguments        json.RawMessage `json:"arguments"`
+	ThoughtSignature string          `json:"thoughtSignature,omitempty"`
 }
 
 // contentAny is every field at once, for decoding and for unknown types.
@@ -133,6 +139,7 @@ type contentAny struct {
 	ID                string          `json:"id,omitempty"`
 	Name              string          `json:"name,omitempty"`
 	Arguments         json.RawMessage `json:"arguments,omitempty"`
+	ThoughtSignature  string          `json:"thoughtSignature,omitempty"`
 }
 
 // MarshalJSON writes the block in pi's shape for its type.
@@ -151,14 +158,14 @@ func (c Content) MarshalJSON() ([]byte, error) {
 		} else {
 			args = emptyObject
 		}
-		return json.Marshal(contentToolCall{c.Type, c.ID, c.Name, args})
+		return json.Marshal(contentToolCall{c.Type, c.ID, c.Name, args, c.ThoughtSignature})
 	default:
 		var args json.RawMessage
 		if len(c.Arguments) > 0 && json.Valid(c.Arguments) {
 			args = c.Arguments
 		}
 		return json.Marshal(contentAny{c.Type, c.Text, c.TextSignature, c.Thinking, c.ThinkingSignature,
-			c.Redacted, c.Data, c.MimeType, c.ID, c.Name, args})
+			c.Redacted, c.Data, c.MimeType, c.ID, c.Name, args, c.ThoughtSignature})
 	}
 }
 
@@ -173,6 +180,7 @@ func (c *Content) UnmarshalJSON(b []byte) error {
 		Type: a.Type, Text: a.Text, TextSignature: a.TextSignature,
 		Thinking: a.Thinking, ThinkingSignature: a.ThinkingSignature, Redacted: a.Redacted,
 		Data: a.Data, MimeType: a.MimeType, ID: a.ID, Name: a.Name,
+		ThoughtSignature: a.ThoughtSignature,
 	}
 	if a.Type == ContentToolCall {
 		raw := bytes.TrimSpace(a.Arguments)

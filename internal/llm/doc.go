@@ -11,7 +11,8 @@
 //   - model metadata and the built-in [Catalogue];
 //   - thinking levels and their mapping to provider parameters;
 //   - provider errors ([APIError]) and their classification for the
-//     fallback loop ([Classify], [ParseRetryAfter]).
+//     fallback loop ([Classify], [ParseRetryAfter]), and the reading of a
+//     provider's error object in any of the shapes servers send ([ErrorObject]).
 //
 // It does not retry, fall back, limit concurrency or run tools: those belong
 // to the callers.

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,9 +18,11 @@ import (
 type APIError struct {
 	Provider string // provider name from the config, e.g. "anthropic"
 	Model    string // model id
-	// StatusCode is the HTTP status of an error response; 0 when the error
-	// came in the middle of a stream (the response itself was 200) or no
-	// response arrived.
+	// StatusCode is the HTTP status of an error response. For an error
+	// object in a stream or in a 200 body it is the object's code when that
+	// is an HTTP error status (vLLM's "code":400, Google's "code":429), as
+	// the provider's word on how to treat it; else 0, as when no response
+	// arrived.
 	StatusCode int
 	// Type is the provider's error type when it gives one, e.g.
 	// "rate_limit_error", "overloaded_error" (Anthropic) or
@@ -265,40 +268,125 @@ func NewHTTPError(provider, model string, status int, header http.Header, body [
 
 // parseErrorBody finds the error type and message in an error body.
 func parseErrorBody(body []byte) (typ, msg string) {
-	var v struct {
-		Error   json.RawMessage `json:"error"`
-		Message string          `json:"message"`
-		Type    string          `json:"type"`
+	if o, ok := findErrorObject(body); ok {
+		return o.typ, o.msg
 	}
-	if json.Unmarshal(body, &v) == nil {
-		var inner struct {
-			Type    string          `json:"type"`
-			Message string          `json:"message"`
-			Code    json.RawMessage `json:"code"`
+	var v struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+	}
+	if json.Unmarshal(body, &v) == nil && v.Message != "" {
+		if v.Type == "error" {
+			v.Type = ""
 		}
-		var s string
-		switch {
-		case json.Unmarshal(v.Error, &inner) == nil && (inner.Message != "" || inner.Type != ""):
-			typ = inner.Type
-			if typ == "" {
-				var code string
-				if json.Unmarshal(inner.Code, &code) == nil {
-					typ = code
-				}
-			}
-			return typ, inner.Message
-		case json.Unmarshal(v.Error, &s) == nil && s != "":
-			return "", s
-		case v.Message != "":
-			if v.Type == "error" {
-				v.Type = ""
-			}
-			return v.Type, v.Message
-		}
+		return v.Type, v.Message
 	}
 	text := strings.TrimSpace(strings.ToValidUTF8(string(body), "\uFFFD"))
 	if len(text) > maxErrorBody {
 		text = strings.ToValidUTF8(text[:maxErrorBody], "") + "…"
 	}
 	return "", text
+}
+
+// errorObject is what findErrorObject read.
+type errorObject struct {
+	typ, msg string
+	status   int // an HTTP status class the object gives in its code, else 0
+}
+
+// ErrorObject reads data (one stream event's data, or a whole response
+// body) as a provider's error object, in any of the shapes providers
+// document:
+//
+//	{"error":{"message","type","code"}}             OpenAI, OpenRouter, z.ai, DeepSeek, Mistral
+//	{"type":"error","error":{"type","message"}}     Anthropic
+//	{"error":{"code":429,"message","status"}}       Google
+//	{"error":"…"}                                   Ollama, simple servers
+//	{"object":"error","message","type","code":400}  vLLM (older)
+//	{"type":"error","code","message"}               OpenAI Responses error event
+//
+// It returns nil for anything else, including {"error":null} and objects
+// without a message or type. A code that is an HTTP error status (400–599)
+// becomes StatusCode, so that routing treats it as the provider meant (a
+// context-length 400 is not retried; a 429 is a rate limit); any other
+// code (z.ai's "1113") is the type when there is none.
+func ErrorObject(provider, model string, data []byte) *APIError {
+	o, ok := findErrorObject(data)
+	if !ok {
+		return nil
+	}
+	return &APIError{Provider: provider, Model: model, StatusCode: o.status, Type: o.typ, Message: o.msg}
+}
+
+// mayHoldError is a cheap test done before decoding: every shape has the
+// word error in quotes.
+func mayHoldError(data []byte) bool { return bytes.Contains(data, []byte(`"error"`)) }
+
+func findErrorObject(data []byte) (errorObject, bool) {
+	if !mayHoldError(data) {
+		return errorObject{}, false
+	}
+	var top struct {
+		Error   json.RawMessage `json:"error"`
+		Object  string          `json:"object"`
+		Type    json.RawMessage `json:"type"`
+		Message json.RawMessage `json:"message"`
+		Code    json.RawMessage `json:"code"`
+		Status  json.RawMessage `json:"status"`
+	}
+	if json.Unmarshal(data, &top) != nil {
+		return errorObject{}, false
+	}
+	if e := bytes.TrimSpace(top.Error); len(e) > 0 && string(e) != "null" {
+		var s string
+		if json.Unmarshal(e, &s) == nil {
+			return errorObject{msg: s}, s != ""
+		}
+		var inner struct {
+			Type    json.RawMessage `json:"type"`
+			Message json.RawMessage `json:"message"`
+			Code    json.RawMessage `json:"code"`
+			Status  json.RawMessage `json:"status"`
+		}
+		if json.Unmarshal(e, &inner) != nil {
+			return errorObject{}, false
+		}
+		return fromFields(inner.Type, inner.Message, inner.Code, inner.Status)
+	}
+	if top.Object == "error" || jsonString(top.Type) == "error" {
+		typ := top.Type
+		if jsonString(typ) == "error" {
+			typ = nil
+		}
+		return fromFields(typ, top.Message, top.Code, top.Status)
+	}
+	return errorObject{}, false
+}
+
+// fromFields builds an error object from its type, message, code and
+// (Google's) status fields; it needs a message or a type.
+func fromFields(typ, msg, code, status json.RawMessage) (errorObject, bool) {
+	o := errorObject{typ: jsonString(typ), msg: jsonString(msg)}
+	if o.typ == "" {
+		o.typ = jsonString(status)
+	}
+	c := strings.TrimSpace(string(code))
+	if s := jsonString(code); s != "" {
+		c = s
+	}
+	if n, err := strconv.Atoi(c); err == nil && n >= 400 && n <= 599 {
+		o.status = n
+	} else if o.typ == "" && c != "null" && jsonString(code) != "" {
+		o.typ = c
+	}
+	return o, o.msg != "" || o.typ != ""
+}
+
+// jsonString is the value of a JSON string, "" for anything else.
+func jsonString(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
 }

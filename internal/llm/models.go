@@ -19,6 +19,8 @@ const (
 const (
 	AnthropicBaseURL = "https://api.anthropic.com"
 	OpenAIBaseURL    = "https://api.openai.com/v1"
+	// GoogleBaseURL is the Gemini API, with its version as pi writes it.
+	GoogleBaseURL = "https://generativelanguage.googleapis.com/v1beta"
 )
 
 // Model is the metadata of one model, in the JSON shape of pi's Model (and
@@ -71,6 +73,8 @@ func DefaultBaseURL(api string) string {
 		return AnthropicBaseURL
 	case APIOpenAICompletions, APIOpenAIResponses:
 		return OpenAIBaseURL
+	case APIGoogleGenerativeAI:
+		return GoogleBaseURL
 	}
 	return ""
 }
@@ -184,6 +188,12 @@ func genericModel(api, id string) Model {
 		m.ContextWindow = 200000
 		m.Reasoning = claudeReasoning.MatchString(id)
 	}
+	if api == APIGoogleGenerativeAI && strings.Contains(id, "gemini") {
+		m.Input = []string{"text", "image"}
+		m.ContextWindow = 1048576
+		m.MaxTokens = 65536
+		m.Reasoning = !strings.Contains(id, "gemini-1") && !strings.Contains(id, "gemini-2.0")
+	}
 	return m
 }
 
@@ -230,5 +240,14 @@ func builtinModels() []Model {
 	oai("o4-mini", "o4-mini", true, ModelCost{Input: 1.1, Output: 4.4, CacheRead: 0.275}, 200000, 100000)
 	oai("gpt-5", "GPT-5", true, ModelCost{Input: 1.25, Output: 10, CacheRead: 0.125}, 400000, 128000)
 	oai("gpt-5-mini", "GPT-5 mini", true, ModelCost{Input: 0.25, Output: 2, CacheRead: 0.025}, 400000, 128000)
+
+	gem := func(id, name string, reasoning bool, cost ModelCost, maxTokens int) {
+		add("google", APIGoogleGenerativeAI, GoogleBaseURL, []string{id}, name, reasoning, ti, cost, 1048576, maxTokens)
+	}
+	gem("gemini-3-pro-preview", "Gemini 3 Pro Preview", true, ModelCost{Input: 2, Output: 12, CacheRead: 0.2}, 65536)
+	gem("gemini-2.5-pro", "Gemini 2.5 Pro", true, ModelCost{Input: 1.25, Output: 10, CacheRead: 0.31}, 65536)
+	gem("gemini-2.5-flash", "Gemini 2.5 Flash", true, ModelCost{Input: 0.3, Output: 2.5, CacheRead: 0.075}, 65536)
+	gem("gemini-2.5-flash-lite", "Gemini 2.5 Flash-Lite", true, ModelCost{Input: 0.1, Output: 0.4, CacheRead: 0.025}, 65536)
+	gem("gemini-2.0-flash", "Gemini 2.0 Flash", false, ModelCost{Input: 0.1, Output: 0.4, CacheRead: 0.025}, 8192)
 	return ms
 }

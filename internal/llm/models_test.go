@@ -183,3 +183,17 @@ func TestTransformMessages(t *testing.T) {
 		t.Error("input modified")
 	}
 }
+
+func TestGoogleModels(t *testing.T) {
+	m := Lookup("google", APIGoogleGenerativeAI, "gemini-2.5-pro", "")
+	if m.API != APIGoogleGenerativeAI || m.BaseURL != GoogleBaseURL || !m.Reasoning || !m.AcceptsImages() || m.Cost.Input == 0 || m.ContextWindow != 1048576 {
+		t.Errorf("gemini-2.5-pro = %+v", m)
+	}
+	// The provider name alone finds the API, as for anthropic and openai.
+	if m := Lookup("google", "", "gemini-2.5-flash", ""); m.API != APIGoogleGenerativeAI || m.BaseURL != GoogleBaseURL {
+		t.Errorf("gemini-2.5-flash without api = %+v", m)
+	}
+	if m := Lookup("proxy", APIGoogleGenerativeAI, "gemini-9-ultra", ""); m.BaseURL != GoogleBaseURL || !m.AcceptsImages() || !m.Reasoning {
+		t.Errorf("uncatalogued gemini = %+v", m)
+	}
+}

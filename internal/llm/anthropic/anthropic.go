@@ -120,6 +120,7 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 		initial = map[int64]string{} // tool input given whole at block start
 		sawStop bool
 		stopRaw string
+		failure error
 	)
 	usage := llm.Usage{}
 	for stream.Next() {
@@ -202,13 +203,31 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 			b.SetUsage(usage)
 		case "message_stop":
 			sawStop = true
+		case "ping":
+		default:
+			// An error object in another server's shape (the SDK handles
+			// "event: error" itself).
+			if ae := llm.ErrorObject(p.name, req.Model.ID, []byte(ev.RawJSON())); ae != nil {
+				failure = ae
+			}
+		}
+		if failure != nil {
+			break
 		}
 	}
 
 	if err := stream.Err(); err != nil || ctx.Err() != nil {
 		return b.Fail(ctx, p.apiError(err, capture, req.Model.ID))
 	}
+	if failure != nil {
+		return b.Fail(ctx, failure)
+	}
 	if !sawStop {
+		// The error object a server sent instead of a stream (an HTTP 200
+		// JSON body), if any.
+		if ae := capture.APIError(p.name, req.Model.ID); ae != nil {
+			return b.Fail(ctx, ae)
+		}
 		return b.Fail(ctx, fmt.Errorf("%s %s: %w", p.name, req.Model.ID, llm.ErrIncompleteStream))
 	}
 	if b.StopReason() == llm.StopReasonError {

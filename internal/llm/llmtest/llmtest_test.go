@@ -226,3 +226,50 @@ func TestCloseReleasesHangingRequests(t *testing.T) {
 		t.Error("no error from a closed server")
 	}
 }
+
+func TestGeminiWireSequence(t *testing.T) {
+	srv := llmtest.NewGemini(t)
+	srv.Enqueue(llmtest.Reply(llmtest.ThinkingBlock("hmm"), llmtest.TextBlock("hi"), llmtest.Call("exec", map[string]any{"command": "ls"})).WithCache(3, 0))
+	resp, err := http.Post(srv.URL()+"/models/gemini-x:streamGenerateContent?alt=sse", "application/json",
+		strings.NewReader(`{"contents":[{"role":"user","parts":[{"text":"yo"}]}],"systemInstruction":{"parts":[{"text":"sys"}]},"tools":[{"functionDeclarations":[{"name":"exec"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var parts []map[string]any
+	var last map[string]any
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var c map[string]any
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			t.Fatal(err)
+		}
+		cand := c["candidates"].([]any)[0].(map[string]any)
+		for _, p := range cand["content"].(map[string]any)["parts"].([]any) {
+			parts = append(parts, p.(map[string]any))
+		}
+		last = c
+	}
+	// thought "hmm", text "hi", functionCall, the final empty text
+	if len(parts) != 4 || parts[0]["thought"] != true || parts[0]["thoughtSignature"] == nil || parts[1]["text"] != "hi" ||
+		parts[2]["functionCall"].(map[string]any)["name"] != "exec" || parts[2]["thoughtSignature"] == nil {
+		t.Fatalf("parts = %v", parts)
+	}
+	cand := last["candidates"].([]any)[0].(map[string]any)
+	if u := last["usageMetadata"].(map[string]any); cand["finishReason"] != "STOP" || u["promptTokenCount"] != float64(13) || u["cachedContentTokenCount"] != float64(3) {
+		t.Errorf("last chunk = %v", last)
+	}
+	r := srv.Last()
+	if r.Model() != "gemini-x" || r.System() != "sys" || r.AllText() != "yo" || strings.Join(r.Tools(), ",") != "exec" {
+		t.Errorf("recorded model %q system %q text %q tools %v", r.Model(), r.System(), r.AllText(), r.Tools())
+	}
+	for _, path := range []string{"/models/gemini-x:streamGenerateContent", "/models/gemini-x:generateContent?alt=sse", "/models/a/b:streamGenerateContent?alt=sse"} {
+		if status, _, body := post(t, srv.URL()+path, `{}`); status != 404 || !strings.Contains(body, `"code":404`) {
+			t.Errorf("%s: %d %s", path, status, body)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 // Package llmtest runs scripted model provider servers on 127.0.0.1 for
 // tests, like net/http/httptest: an Anthropic Messages endpoint, an OpenAI
-// chat completions endpoint and an OpenAI Responses endpoint that speak
+// chat completions endpoint, an OpenAI Responses endpoint and a Gemini API
+// endpoint that speak
 // the real SSE event sequences,
 // answer from a queue of scripted responses (text, thinking, tool calls,
 // HTTP errors, broken and hanging streams), and record every request.
@@ -34,26 +35,42 @@ type Recorded struct {
 	Time time.Time
 }
 
-// APIKey returns the key the client sent: x-api-key, else the bearer token.
+// APIKey returns the key the client sent: x-api-key (x-goog-api-key for
+// Gemini), else the bearer token.
 func (r Recorded) APIKey() string {
 	if k := r.Header.Get("X-Api-Key"); k != "" {
+		return k
+	}
+	if k := r.Header.Get("X-Goog-Api-Key"); k != "" {
 		return k
 	}
 	return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 }
 
-// Model returns the requested model.
-func (r Recorded) Model() string { s, _ := r.Body["model"].(string); return s }
+// Model returns the requested model (for Gemini, the one in the path).
+func (r Recorded) Model() string {
+	if s, _ := r.Body["model"].(string); s != "" {
+		return s
+	}
+	if rest, ok := strings.CutPrefix(r.Path, "/v1beta/models/"); ok {
+		m, _, _ := strings.Cut(rest, ":")
+		return m
+	}
+	return ""
+}
 
 // Decode decodes the raw body into v.
 func (r Recorded) Decode(v any) error { return json.Unmarshal(r.Raw, v) }
 
 // Messages returns the "messages" array of the body (the "input" array
-// for the Responses API).
+// for the Responses API, "contents" for Gemini).
 func (r Recorded) Messages() []map[string]any {
 	arr, _ := r.Body["messages"].([]any)
 	if arr == nil {
 		arr, _ = r.Body["input"].([]any)
+	}
+	if arr == nil {
+		arr, _ = r.Body["contents"].([]any)
 	}
 	out := make([]map[string]any, 0, len(arr))
 	for _, m := range arr {
@@ -65,10 +82,14 @@ func (r Recorded) Messages() []map[string]any {
 }
 
 // System returns the system prompt: Anthropic's "system" (a string or text
-// blocks), the Responses API's "instructions", or the content of OpenAI
-// system and developer messages.
+// blocks), the Responses API's "instructions", Gemini's
+// "systemInstruction", or the content of OpenAI system and developer
+// messages.
 func (r Recorded) System() string {
 	var parts []string
+	if si, ok := r.Body["systemInstruction"]; ok {
+		parts = append(parts, texts(si)...)
+	}
 	if s, ok := r.Body["instructions"].(string); ok {
 		parts = append(parts, s)
 	}
@@ -93,6 +114,7 @@ func (r Recorded) AllText() string {
 	var parts []string
 	for _, m := range r.Messages() {
 		parts = append(parts, texts(m["content"])...)
+		parts = append(parts, texts(m["parts"])...)
 	}
 	return strings.Join(parts, "\n")
 }
@@ -103,7 +125,13 @@ func (r Recorded) Tools() []string {
 	var names []string
 	for _, t := range arr {
 		tm, _ := t.(map[string]any)
-		if n, ok := tm["name"].(string); ok {
+		if decls, ok := tm["functionDeclarations"].([]any); ok { // Gemini
+			for _, d := range decls {
+				dm, _ := d.(map[string]any)
+				n, _ := dm["name"].(string)
+				names = append(names, n)
+			}
+		} else if n, ok := tm["name"].(string); ok {
 			names = append(names, n)
 		} else if f, ok := tm["function"].(map[string]any); ok {
 			n, _ := f["name"].(string)
@@ -114,7 +142,9 @@ func (r Recorded) Tools() []string {
 }
 
 // texts collects the strings under "text", "content" and (for Responses
-// function call outputs) "output" keys, recursively.
+// function call outputs and Gemini function responses) "output" and
+// "error" keys, recursively, looking into Gemini's "parts",
+// "functionResponse" and "response" too.
 func texts(v any) []string {
 	switch x := v.(type) {
 	case string:
@@ -135,6 +165,14 @@ func texts(v any) []string {
 		}
 		if o, ok := x["output"].(string); ok {
 			out = append(out, o)
+		}
+		for _, k := range [...]string{"parts", "functionResponse", "response"} {
+			if c, ok := x[k]; ok {
+				out = append(out, texts(c)...)
+			}
+		}
+		if e, ok := x["error"].(string); ok {
+			out = append(out, e)
 		}
 		return out
 	}
@@ -367,11 +405,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if handler != nil {
 		resp = handler(rec)
 	}
-	if r.Method != http.MethodPost || r.URL.Path != s.wire.path() {
+	if r.Method != http.MethodPost || !s.routes(r) {
 		resp = Error(http.StatusNotFound, "", nil)
 		resp.ErrorType, resp.ErrorMessage = "not_found_error", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)
 	}
 	cancelled = !s.respond(w, r, rec, resp)
+}
+
+// routes reports whether r is for the wire's endpoint.
+func (s *Server) routes(r *http.Request) bool {
+	if m, ok := s.wire.(interface{ matches(*http.Request) bool }); ok {
+		return m.matches(r)
+	}
+	return r.URL.Path == s.wire.path()
 }
 
 // respond writes resp; it returns false if the client went away first.

@@ -131,8 +131,15 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 			b.End(i)
 		}
 	}
+	var failure error
 	for stream.Next() {
 		chunk := stream.Current()
+		// An error object without an "error" key (older vLLM's
+		// {"object":"error",…}), which the SDK takes for a chunk.
+		if ae := llm.ErrorObject(p.name, req.Model.ID, []byte(chunk.RawJSON())); ae != nil {
+			failure = ae
+			break
+		}
 		if chunk.JSON.Usage.Valid() {
 			u := chunk.Usage
 			cached := int(u.PromptTokensDetails.CachedTokens)
@@ -207,8 +214,11 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 	if err := stream.Err(); err != nil || ctx.Err() != nil {
 		return b.Fail(ctx, p.apiError(err, capture, req.Model.ID))
 	}
+	if failure != nil {
+		return b.Fail(ctx, failure)
+	}
 	if finish == "" {
-		return b.Fail(ctx, fmt.Errorf("%s %s: %w", p.name, req.Model.ID, llm.ErrIncompleteStream))
+		return b.Fail(ctx, incomplete(p.name, capture, req.Model.ID))
 	}
 	b.EndAll()
 	reason := mapFinishReason(finish)
@@ -255,6 +265,9 @@ func apiError(name string, err error, capture *llm.ResponseCapture, model string
 	}
 	var se *ssestream.StreamError
 	if errors.As(err, &se) {
+		if ae := llm.ErrorObject(name, model, se.Event.Data); ae != nil {
+			return ae // with the status class of its code
+		}
 		ae := llm.NewHTTPError(name, model, 0, nil, se.Event.Data, time.Now())
 		ae.Header = nil
 		if ae.Message == "" {
@@ -275,6 +288,16 @@ func apiError(name string, err error, capture *llm.ResponseCapture, model string
 		return nil
 	}
 	return fmt.Errorf("%s %s: %w", name, model, err)
+}
+
+// incomplete is the error of a stream that ended before the reply was
+// complete: the error object the server sent instead of a stream (an HTTP
+// 200 JSON body) if there was one, else llm.ErrIncompleteStream.
+func incomplete(name string, capture *llm.ResponseCapture, model string) error {
+	if ae := capture.APIError(name, model); ae != nil {
+		return ae
+	}
+	return fmt.Errorf("%s %s: %w", name, model, llm.ErrIncompleteStream)
 }
 
 // mapFinishReason maps finish_reason; unknown values count as a stop.

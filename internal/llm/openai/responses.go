@@ -3,7 +3,6 @@ package openai
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 
 	sdk "github.com/openai/openai-go/v3"
@@ -140,6 +139,14 @@ func (p *ResponsesProvider) Stream(ctx context.Context, req llm.Request, emit fu
 			failure = &llm.APIError{Provider: p.name, Model: req.Model.ID, Type: string(e.Code), Message: msg}
 		case "error":
 			failure = &llm.APIError{Provider: p.name, Model: req.Model.ID, Type: ev.Code, Message: ev.Message}
+			if o := llm.ErrorObject(p.name, req.Model.ID, []byte(ev.RawJSON())); o != nil {
+				failure = o // with the status class of its code
+			}
+		default:
+			// An error object in a shape of another server.
+			if o := llm.ErrorObject(p.name, req.Model.ID, []byte(ev.RawJSON())); o != nil {
+				failure = o
+			}
 		}
 		if failure != nil {
 			break
@@ -153,7 +160,7 @@ func (p *ResponsesProvider) Stream(ctx context.Context, req llm.Request, emit fu
 		return b.Fail(ctx, failure)
 	}
 	if !done {
-		return b.Fail(ctx, fmt.Errorf("%s %s: %w", p.name, req.Model.ID, llm.ErrIncompleteStream))
+		return b.Fail(ctx, incomplete(p.name, capture, req.Model.ID))
 	}
 	return b.Finish()
 }

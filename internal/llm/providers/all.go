@@ -3,12 +3,13 @@
 // llm.RegisterAPI at init. Import it (for its side effect) from the
 // gateway's main package or wherever providers are constructed.
 //
-// Built in: "anthropic-messages", "openai-completions", "openai-responses".
-// Not available: "google-generative-ai" (config validation reports it as
-// unsupported through llm.HasAPI).
+// Built in: "anthropic-messages", "openai-completions", "openai-responses",
+// "google-generative-ai". Config validation asks llm.HasAPI, so an API not
+// imported here is reported as unsupported.
 package providers
 
 import (
 	_ "github.com/beige-dev/beige/internal/llm/anthropic" // anthropic-messages
+	_ "github.com/beige-dev/beige/internal/llm/google"    // google-generative-ai
 	_ "github.com/beige-dev/beige/internal/llm/openai"    // openai-completions, openai-responses
 )
