@@ -37,12 +37,16 @@ func (t bodyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}, nil
 }
 
-// addStreams seeds f with the real provider streams of testdata/streams
-// (copied from the shared wire-streams collection; see SOURCES.md there).
+// wireStreams is the conformance suite's copy of the recorded provider
+// streams (see SOURCES.md there), shared with the fuzz seeds here.
+var wireStreams = filepath.Join("..", "providers", "testdata", "wire-streams")
+
+// addStreams seeds f with the real provider streams whose names start with
+// prefix.
 func addStreams(f *testing.F, prefix string) {
-	files, _ := filepath.Glob(filepath.Join("testdata", "streams", prefix+"*.sse"))
+	files, _ := filepath.Glob(filepath.Join(wireStreams, prefix+"*.sse"))
 	if len(files) == 0 {
-		f.Fatalf("no seed streams testdata/streams/%s*.sse", prefix)
+		f.Fatalf("no seed streams %s/%s*.sse", wireStreams, prefix)
 	}
 	for _, name := range files {
 		data, err := os.ReadFile(name)
