@@ -47,6 +47,11 @@ run_one() {
 	if go test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZETIME" \
 		-parallel 1 "$pkg" >"$log.out" 2>&1; then
 		echo "ok   $pkg $name" >&2
+	elif grep -q 'context deadline exceeded' "$log.out" && ! grep -qE 'Failing input written|panic:|^ +--- FAIL' "$log.out"; then
+		# The toolchain stops a worker that is still minimizing a new
+		# coverage input when -fuzztime runs out and reports that as a
+		# failure; nothing failed, no input was written.
+		echo "ok   $pkg $name (stopped at the deadline while minimizing; no failing input)" >&2
 	else
 		echo "FAIL $pkg $name" >&2
 		mv "$log.out" "$log.fail"

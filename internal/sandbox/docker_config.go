@@ -244,8 +244,8 @@ func containerConfig(spec Spec, labels map[string]string) (*container.Config, *c
 		cmd = []string{"/bin/sh", "-c", `trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done`}
 	}
 	cfg := &container.Config{
-		Hostname:   ContainerName(spec.Agent),
-		Image:      spec.Image,
+		Hostname: ContainerName(spec.Agent),
+		Image:    spec.Image,
 		// The container's own user is root, so that the in-sandbox helper
 		// (exec'd as root) keeps SETUID, SETGID and KILL: Docker empties
 		// every process's effective capabilities, execs as root included,
