@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -30,6 +31,7 @@ type Engine struct {
 	logPath string
 	cmd     *exec.Cmd
 	done    chan struct{} // closed when cmd has exited
+	killed  bool          // the last stop was a SIGKILL: containers may outlive dockerd
 	cli     *client.Client
 }
 
@@ -77,12 +79,20 @@ func (e *Engine) Client() *client.Client { return e.cli }
 // answers; it returns the moment it first did.
 func (e *Engine) Start() time.Time {
 	e.t.Helper()
+	at, err := e.start()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return at
+}
+
+func (e *Engine) start() (time.Time, error) {
 	if e.cmd != nil {
-		e.t.Fatal("the private engine is already running")
+		return time.Time{}, errors.New("the private engine is already running")
 	}
 	logf, err := os.OpenFile(e.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		e.t.Fatal(err)
+		return time.Time{}, err
 	}
 	defer logf.Close()
 	cmd := exec.Command("dockerd",
@@ -99,7 +109,7 @@ func (e *Engine) Start() time.Time {
 	// not reach it, and it does not outlive a killed test by being ours.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		e.t.Fatalf("start dockerd: %v", err)
+		return time.Time{}, fmt.Errorf("start dockerd: %w", err)
 	}
 	e.cmd, e.done = cmd, make(chan struct{})
 	go func(done chan struct{}) { cmd.Wait(); close(done) }(e.done)
@@ -108,17 +118,18 @@ func (e *Engine) Start() time.Time {
 		select {
 		case <-e.done:
 			e.cmd = nil
-			e.t.Fatalf("dockerd exited: %v\n%s", cmd.ProcessState, e.Log())
+			return time.Time{}, fmt.Errorf("dockerd exited: %v\n%s", cmd.ProcessState, e.Log())
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_, err := e.cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
 		cancel()
 		if err == nil {
-			return time.Now()
+			e.killed = false
+			return time.Now(), nil
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatalf("the private dockerd does not answer after 60 s: %v\n%s", err, e.Log())
+			return time.Time{}, fmt.Errorf("the private dockerd does not answer after 60 s: %v\n%s", err, e.Log())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -138,8 +149,52 @@ func (e *Engine) Stop() {
 		e.t.Logf("the private dockerd did not stop within 20 s of SIGTERM; killing it")
 		e.cmd.Process.Kill()
 		<-e.done
+		e.killed = true
 	}
 	e.cmd = nil
+}
+
+// Kill kills dockerd with SIGKILL, as a crash would: its managed
+// containerd dies with it, but containers may go on running in their
+// shims until the engine starts again (without live restore it then
+// kills them).
+func (e *Engine) Kill() {
+	e.t.Helper()
+	if e.cmd == nil {
+		return
+	}
+	containerd := readPid(filepath.Join(e.dir, "exec", "containerd", "containerd.pid"))
+	e.cmd.Process.Kill()
+	<-e.done
+	e.cmd, e.killed = nil, true
+	// The managed containerd dies with dockerd (its parent-death signal);
+	// wait for it, then remove the pid files left behind: on this busy
+	// machine pids wrap quickly, and a stale pid file naming a live
+	// process makes the next dockerd refuse to start or wait for a
+	// containerd that is not there.
+	if containerd > 0 {
+		for range 250 {
+			if syscall.Kill(containerd, 0) != nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	os.Remove(filepath.Join(e.dir, "docker.pid"))
+	os.Remove(filepath.Join(e.dir, "exec", "containerd", "containerd.pid"))
+}
+
+// readPid returns the pid in the file at path, or 0.
+func readPid(path string) int {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return 0
+	}
+	return pid
 }
 
 // Log returns what dockerd wrote.
@@ -168,6 +223,12 @@ func (e *Engine) Image() string {
 }
 
 func (e *Engine) cleanup() {
+	if e.cmd == nil && e.killed {
+		// Containers may still run in their shims: a start kills them.
+		if _, err := e.start(); err != nil {
+			e.t.Errorf("start the killed private engine again to stop its containers: %v", err)
+		}
+	}
 	if e.cmd != nil && e.cli != nil { // remove its containers while it runs
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if list, err := e.cli.ContainerList(ctx, client.ContainerListOptions{All: true}); err == nil {
