@@ -223,6 +223,9 @@ func (e *Engine) Image() string {
 }
 
 func (e *Engine) cleanup() {
+	if e.t.Failed() {
+		e.t.Logf("the private dockerd's log:\n%s", e.Log())
+	}
 	if e.cmd == nil && e.killed {
 		// Containers may still run in their shims: a start kills them.
 		if _, err := e.start(); err != nil {
