@@ -104,13 +104,13 @@ func TestEgressThroughGateway(t *testing.T) {
 		if !strings.Contains(l, "agent="+a) || strings.Count(l, `reaches the internet, the other agents`) < 2 {
 			t.Errorf("no warning for %s in the log:\n%s", a, l)
 		}
-		text, _ := g.tool(t, a, "exec", map[string]any{"command": "ls /sys/class/net; echo \"[$HTTP_PROXY]\""})
-		if strings.Contains(text, "could not find bridge") {
+		if p := g.Health(context.Background()).Agents[a]; strings.Contains(p, "could not find bridge") {
 			// Open mode is Docker's default bridge, which this engine lacks;
 			// nothing of ours needs it.
 			t.Logf("the engine has no default bridge (docker0): %s in open mode not checked", a)
 			continue
 		}
+		text, _ := g.tool(t, a, "exec", map[string]any{"command": "ls /sys/class/net; echo \"[$HTTP_PROXY]\""})
 		if !strings.Contains(text, "eth0") || !strings.Contains(text, "[]") {
 			t.Errorf("%s in open mode: %q", a, text)
 		}
