@@ -69,6 +69,9 @@ type DockerOptions struct {
 	// that a name clash can say whose container it is) and the default of
 	// Instance.
 	Home string
+	// BuildNetwork is the network of RUN steps in BuildImage ("none" for a
+	// build that needs no network); "" is the engine's default bridge.
+	BuildNetwork string
 }
 
 // InstanceOf returns the default instance of a $BEIGE_HOME: a short hash
@@ -92,6 +95,7 @@ type Docker struct {
 	noHelper bool
 	instance string
 	home     string
+	buildNet string // DockerOptions.BuildNetwork
 
 	closed atomic.Bool
 
@@ -136,9 +140,10 @@ func newDocker(api dockerAPI, opts DockerOptions) *Docker {
 	}
 	return &Docker{
 		api: api, log: log, noHelper: opts.DisableHelper, instance: instance, home: opts.Home,
-		boxes: make(map[string]*dockerSandbox),
-		locks: make(map[string]*agentLock),
-		sums:  make(map[string]fileSumEntry),
+		buildNet: opts.BuildNetwork,
+		boxes:    make(map[string]*dockerSandbox),
+		locks:    make(map[string]*agentLock),
+		sums:     make(map[string]fileSumEntry),
 	}
 }
 

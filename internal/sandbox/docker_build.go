@@ -37,6 +37,7 @@ func (d *Docker) BuildImage(ctx context.Context, contextDir, tag string, progres
 		Dockerfile:  "Dockerfile",
 		Remove:      true,
 		ForceRemove: true,
+		NetworkMode: d.buildNet,
 	})
 	if err != nil {
 		return fmt.Errorf("build image %q: %w", tag, err)

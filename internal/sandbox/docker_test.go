@@ -619,7 +619,8 @@ func TestHelperUnavailableFallsBack(t *testing.T) {
 
 func TestBuildImage(t *testing.T) {
 	base := sandboxtest.Image(t)
-	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{})
+	// The build needs no network, so it does not depend on docker0.
+	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{BuildNetwork: "none"})
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM "+base+"\nCOPY hello.txt /hello.txt\nRUN echo built > /built\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "hello.txt"), []byte("hello from context\n"), 0o644)
