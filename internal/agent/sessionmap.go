@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/beige-dev/beige/internal/home"
 )
@@ -190,4 +193,93 @@ func setAsideSessionFile(path string, cause error, log *slog.Logger) {
 		return
 	}
 	log.Warn("session file cannot be resumed; set aside, starting a new session", "file", path, "keptAs", bad, "err", cause)
+}
+
+// maxModelName bounds each half of an imported activeModel.
+const maxModelName = 256
+
+// TakeActiveModels hands over the models the original Beige pinned
+// sessions to: it kept a session's explicit model choice in session-map.json
+// as metadata.activeModel {provider, modelId}; beige keeps it in
+// session-settings.json. take is called with each session's key, agent and
+// "provider/modelId"; once it returns nil, activeModel is removed from that
+// session's metadata (the rest of the metadata stays), so that the settings
+// are the one place the choice lives and an unpin is not undone by the next
+// start. The map is saved once, when something was taken.
+func (m *Manager) TakeActiveModels(take func(sessionKey, agent, model string) error) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	changed := false
+	var errs []error
+	for _, key := range sortedMapKeys(m.index) {
+		e := m.index[key]
+		model, rest, ok := activeModelOf(e.Metadata)
+		if !ok {
+			continue
+		}
+		if err := take(key, e.AgentName, model); err != nil {
+			errs = append(errs, fmt.Errorf("session %q: %w", key, err))
+			continue
+		}
+		e.Metadata = rest
+		m.index[key] = e
+		changed = true
+		m.log.Info("pinned model taken over from the original session map", "session", key, "agent", e.AgentName, "model", model)
+	}
+	if changed {
+		if err := saveSessionMap(filepath.Join(m.dir, SessionMapFile), m.index); err != nil {
+			errs = append(errs, fmt.Errorf("save session map: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// activeModelOf reads metadata.activeModel: the model as "provider/modelId"
+// and the metadata without it (nil when nothing else is left). A value
+// that is not two short, printable, slash-free names is not a model.
+func activeModelOf(meta json.RawMessage) (model string, rest json.RawMessage, ok bool) {
+	if len(meta) == 0 {
+		return "", nil, false
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(meta, &obj) != nil {
+		return "", nil, false
+	}
+	raw, found := obj["activeModel"]
+	if !found {
+		return "", nil, false
+	}
+	var am struct {
+		Provider string `json:"provider"`
+		ModelID  string `json:"modelId"`
+	}
+	if json.Unmarshal(raw, &am) != nil || !modelName(am.Provider) || !modelName(am.ModelID) || strings.Contains(am.Provider, "/") {
+		return "", nil, false
+	}
+	delete(obj, "activeModel")
+	if len(obj) > 0 {
+		rest, _ = json.Marshal(obj)
+	}
+	return am.Provider + "/" + am.ModelID, rest, true
+}
+
+func modelName(s string) bool {
+	if s == "" || len(s) > maxModelName {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || unicode.IsSpace(r) {
+			return false
+		}
+	}
+	return true
+}
+
+func sortedMapKeys(m map[string]mapEntry) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

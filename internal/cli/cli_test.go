@@ -150,3 +150,24 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigSchema: `beige config schema` prints the config's JSON Schema,
+// setup writes the same beside the config, and the template points at it.
+func TestConfigSchema(t *testing.T) {
+	home := withHome(t)
+	code, out, errOut := run(t, "config", "schema")
+	if code != 0 || !strings.Contains(out, `"$schema": "https://json-schema.org/draft/2020-12/schema"`) || !strings.Contains(out, `"sandbox"`) {
+		t.Fatalf("config schema: %d %q %q", code, out[:min(len(out), 200)], errOut)
+	}
+	if code, _, errOut := run(t, "setup"); code != 0 {
+		t.Fatalf("setup: %d %q", code, errOut)
+	}
+	b, err := os.ReadFile(filepath.Join(home, "config.schema.json"))
+	if err != nil || string(b) != out {
+		t.Errorf("setup's config.schema.json differs from config schema's output (%v)", err)
+	}
+	cfg, _ := os.ReadFile(filepath.Join(home, "config.json5"))
+	if !strings.Contains(string(cfg), `$schema: "./config.schema.json"`) {
+		t.Error("the template does not point at config.schema.json")
+	}
+}

@@ -39,7 +39,26 @@ exits 1.`,
 			return nil
 		},
 	}
-	cmd.AddCommand(validate)
+	schema := &cobra.Command{
+		Use:   "schema",
+		Short: "Print the JSON Schema of config.json5, for editors",
+		Long: `Schema prints the JSON Schema (draft 2020-12) of config.json5, generated
+from the types the loader decodes into. Editors that read "$schema" complete
+and check the file with it; beige setup writes it to
+$BEIGE_HOME/config.schema.json, which the template's "$schema" names. The
+schema checks keys and shapes; beige config validate checks everything
+(environment variables, plugin folders, provider names).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := config.JSONSchema()
+			if err != nil {
+				return exitf(ExitFailure, "%v", err)
+			}
+			_, err = a.streams.Out.Write(b)
+			return err
+		},
+	}
+	cmd.AddCommand(validate, schema)
 	return cmd
 }
 

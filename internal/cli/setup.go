@@ -2,9 +2,12 @@ package cli
 
 import (
 	"fmt"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/beige-dev/beige/internal/atomicfile"
+	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/home"
 	"github.com/beige-dev/beige/internal/plugin"
 )
@@ -16,7 +19,10 @@ func (a *app) setupCommand() *cobra.Command {
 		Long: `Setup creates the $BEIGE_HOME layout (default ~/.beige): config.json5 from a
 commented template, and the agents/, sockets/ (mode 0700), logs/, data/,
 sessions/ and tools/ folders. It never overwrites an existing config, so it
-is safe to run again. Other commands run it on first use.`,
+is safe to run again. Other commands run it on first use. It also writes
+config.schema.json (the JSON Schema of the config, which the template's
+$schema points at, for editors) and the built-in plugins' documentation;
+both belong to this version of beige and are refreshed on every setup.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			h, err := a.home()
@@ -40,8 +46,9 @@ is safe to run again. Other commands run it on first use.`,
 }
 
 // setupHome creates the $BEIGE_HOME layout and writes the built-in plugins'
-// documentation to $BEIGE_HOME/tools (refreshed on every setup, since it
-// belongs to this version of beige).
+// documentation to $BEIGE_HOME/tools and the config's JSON Schema to
+// $BEIGE_HOME/config.schema.json (both refreshed on every setup, since they
+// belong to this version of beige).
 func setupHome(h home.Home) ([]string, error) {
 	created, err := h.Setup()
 	if err != nil {
@@ -49,6 +56,13 @@ func setupHome(h home.Home) ([]string, error) {
 	}
 	if err := plugin.WriteDocs(h.ToolsDir()); err != nil {
 		return created, fmt.Errorf("setup: %w", err)
+	}
+	schema, err := config.JSONSchema()
+	if err != nil {
+		return created, fmt.Errorf("setup: %w", err)
+	}
+	if err := atomicfile.WriteIfChanged(filepath.Join(h.Dir, config.SchemaFile), schema, 0o644); err != nil {
+		return created, fmt.Errorf("setup: write %s: %w", config.SchemaFile, err)
 	}
 	return created, nil
 }

@@ -5,12 +5,19 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 )
 
 // Config is a loaded, validated config.json5.
 type Config struct {
+	// Schema names the JSON Schema editors check the file against (the
+	// file `beige setup` writes, or `beige config schema` prints). Beige
+	// itself does not read it.
+	Schema  string             `json:"$schema"`
 	LLM     LLM                `json:"llm" cfg:"required"`
 	Plugins map[string]*Plugin `json:"plugins"`
 	Skills  map[string]*Skill  `json:"skills"`
@@ -45,7 +52,8 @@ type Provider struct {
 	BaseURL string `json:"baseUrl"`
 	// API is the wire format: anthropic-messages, openai-completions,
 	// openai-responses or google-generative-ai. It may be left out for the
-	// well-known providers (anthropic, openai, google, openrouter).
+	// providers pi knows by name (KnownProviders: anthropic, openai, google,
+	// openrouter, zai, groq, ...), and so may BaseURL.
 	API string `json:"api"`
 	// Concurrency caps the requests in flight to this provider; -1 or
 	// absent means unlimited.
@@ -80,6 +88,10 @@ type Plugin struct {
 	// Config is the plugin's configuration, deep-merged with each agent's
 	// pluginConfigs entry (arrays are replaced, not merged).
 	Config map[string]any `json:"config"`
+	// Source is where the original Beige's `plugins install` fetched the
+	// plugin from ("npm:...", "github:..."); kept so that such configs
+	// load, and not used.
+	Source string `json:"_source"`
 
 	// Manifest is the plugin.json read from Path (nil for built-in plugins
 	// until the plugin registry fills it in).
@@ -294,8 +306,70 @@ type Provides struct {
 	Channels []string `json:"channels,omitempty"`
 	Hooks    []string `json:"hooks,omitempty"`
 	Skills   []string `json:"skills,omitempty"`
-	// Channel is the singular form some manifests use.
-	Channel string `json:"channel,omitempty"`
+	// Channel is the singular form: the original's manifests write
+	// `"channel": true` (the plugin provides a channel named after
+	// itself), ours may write a channel's name.
+	Channel ChannelDecl `json:"channel,omitempty"`
+}
+
+// ChannelDecl is provides.channel: a channel name, or ChannelOwnName for
+// `true`. `false` and absent are "".
+type ChannelDecl string
+
+// ChannelOwnName is provides.channel: true, read as the plugin's own name.
+const ChannelOwnName ChannelDecl = "\x00own"
+
+// UnmarshalJSON accepts true, false or a string.
+func (c *ChannelDecl) UnmarshalJSON(b []byte) error {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	switch v := v.(type) {
+	case bool:
+		*c = ""
+		if v {
+			*c = ChannelOwnName
+		}
+	case string:
+		if strings.ContainsRune(v, 0) {
+			return fmt.Errorf("provides.channel: invalid name %q", v)
+		}
+		*c = ChannelDecl(v)
+	case nil:
+		*c = ""
+	default:
+		return fmt.Errorf("provides.channel: want true or a channel name, got %s", b)
+	}
+	return nil
+}
+
+// MarshalJSON writes ChannelOwnName back as true.
+func (c ChannelDecl) MarshalJSON() ([]byte, error) {
+	if c == ChannelOwnName {
+		return []byte("true"), nil
+	}
+	return json.Marshal(string(c))
+}
+
+// ChannelNames lists the channels a plugin named plugin declares, in
+// order, without repeats.
+func (p Provides) ChannelNames(plugin string) []string {
+	var out []string
+	add := func(n string) {
+		if n != "" && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	for _, n := range p.Channels {
+		add(n)
+	}
+	if p.Channel == ChannelOwnName {
+		add(plugin)
+	} else {
+		add(string(p.Channel))
+	}
+	return out
 }
 
 // RunSpec is how an external plugin's tool is run on the host: Command

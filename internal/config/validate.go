@@ -20,13 +20,34 @@ import (
 // APIs are the provider wire formats Beige knows.
 var APIs = []string{"anthropic-messages", "openai-completions", "openai-responses", "google-generative-ai"}
 
-// WellKnownProviders gives the API of providers whose name says it, so that
-// `anthropic: { apiKey: ... }` needs nothing more.
-var WellKnownProviders = map[string]string{
-	"anthropic":  "anthropic-messages",
-	"openai":     "openai-completions",
-	"google":     "google-generative-ai",
-	"openrouter": "openai-completions",
+// KnownProvider is what a provider's name says about it.
+type KnownProvider struct {
+	API string
+	// BaseURL is the endpoint; "" leaves it to the API's default (the
+	// vendor's own: api.anthropic.com, api.openai.com, Google's).
+	BaseURL string
+}
+
+// KnownProviders are the providers pi (the original Beige's model layer,
+// @mariozechner/pi-ai) knows by name, with the API and base URL it uses for
+// them, so that `zai: { apiKey: ... }` needs nothing more. Where pi speaks
+// a vendor's own API that beige does not (mistral), the vendor's
+// OpenAI-compatible endpoint is used. An explicit api or baseUrl wins.
+var KnownProviders = map[string]KnownProvider{
+	"anthropic":   {API: "anthropic-messages"},
+	"openai":      {API: "openai-completions"},
+	"google":      {API: "google-generative-ai"},
+	"openrouter":  {API: "openai-completions", BaseURL: "https://openrouter.ai/api/v1"},
+	"zai":         {API: "openai-completions", BaseURL: "https://api.z.ai/api/coding/paas/v4"},
+	"groq":        {API: "openai-completions", BaseURL: "https://api.groq.com/openai/v1"},
+	"cerebras":    {API: "openai-completions", BaseURL: "https://api.cerebras.ai/v1"},
+	"xai":         {API: "openai-completions", BaseURL: "https://api.x.ai/v1"},
+	"mistral":     {API: "openai-completions", BaseURL: "https://api.mistral.ai/v1"},
+	"deepseek":    {API: "openai-completions", BaseURL: "https://api.deepseek.com"},
+	"huggingface": {API: "openai-completions", BaseURL: "https://router.huggingface.co/v1"},
+	"minimax":     {API: "anthropic-messages", BaseURL: "https://api.minimax.io/anthropic"},
+	"minimax-cn":  {API: "anthropic-messages", BaseURL: "https://api.minimaxi.com/anthropic"},
+	"kimi-coding": {API: "anthropic-messages", BaseURL: "https://api.kimi.com/coding"},
 }
 
 // ThinkingLevels are the accepted values of model.thinkingLevel.
@@ -94,19 +115,26 @@ func (v *validator) providers() {
 			delete(v.cfg.LLM.Providers, name)
 			continue
 		}
+		known, isKnown := KnownProviders[name]
 		if p.API == "" {
-			if api, ok := WellKnownProviders[name]; ok {
-				p.API = api
+			if isKnown {
+				p.API = known.API
 			} else {
-				v.errorAt(path, "missing required field \"api\": provider %q is not well known, so say which API it speaks (%s)", name, strings.Join(APIs, ", "))
+				v.errorAt(path, "missing required field \"api\": provider %q is not one beige knows by name (%s), so say which API it speaks (%s) and its baseUrl", name, strings.Join(sortedKeys(KnownProviders), ", "), strings.Join(APIs, ", "))
 			}
-		} else if !slices.Contains(APIs, p.API) {
+		}
+		if isKnown && p.BaseURL == "" && p.API == known.API {
+			p.BaseURL = known.BaseURL
+		}
+		switch {
+		case p.API == "": // reported above
+		case !slices.Contains(APIs, p.API):
 			msg := fmt.Sprintf("unknown api %q (known: %s)", p.API, strings.Join(APIs, ", "))
 			if s := suggest(p.API, APIs); s != "" {
 				msg = fmt.Sprintf("unknown api %q (did you mean %q?)", p.API, s)
 			}
 			v.errorAt(path+".api", "%s", msg)
-		} else if v.supportedAPI != nil && !v.supportedAPI(p.API) {
+		case v.supportedAPI != nil && !v.supportedAPI(p.API):
 			v.errorAt(path+".api", "api %q is not supported by this build of beige yet", p.API)
 		}
 		if p.BaseURL != "" {
@@ -152,7 +180,11 @@ func (v *validator) plugins() {
 		}
 		m, err := ReadManifest(p.Path)
 		if err != nil {
-			v.errorAt(path+".path", "%v", err)
+			if errors.Is(err, errNoFolder) {
+				v.errorAt(path+".path", "plugin %q is not installed: %v", name, err)
+			} else {
+				v.errorAt(path+".path", "%v", err)
+			}
 			continue
 		}
 		p.Manifest = m
@@ -191,11 +223,14 @@ func ReadSkillManifest(dir string) (*SkillManifest, error) {
 	return &m, nil
 }
 
+// errNoFolder is a manifest's folder that does not exist.
+var errNoFolder = errors.New("folder does not exist")
+
 func readJSONFile(dir, name string, v any) error {
 	st, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("folder %s does not exist", dir)
+		return fmt.Errorf("%w: %s", errNoFolder, dir)
 	case err != nil:
 		return err
 	case !st.IsDir():

@@ -24,6 +24,17 @@ func (g *Gateway) openAgents() error {
 		return fmt.Errorf("sessions: %w", err)
 	}
 	g.manager = m
+	// The original Beige kept a session's pinned model in session-map.json
+	// (metadata.activeModel); beige keeps it in session-settings.json. A
+	// choice made here already wins.
+	if err := m.TakeActiveModels(func(key, _, model string) error {
+		if _, set := g.settings.Get(key, modelSetting); set {
+			return nil
+		}
+		return g.settings.Set(key, modelSetting, model)
+	}); err != nil {
+		g.log.Warn("pinned models of the original session map not all taken over; retried at the next start", "err", err)
+	}
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 var manifestSeeds = []string{
 	`{"name":"git","description":"Git","provides":{"tools":["git"]},"configSchema":{"type":"object"},"defaultConfig":{"a":{"b":[1,2]}}}`,
 	`{"name":"x","provides":{"channel":"c","hooks":["beforeToolCall"],"skills":["s"]},"run":{"command":["./run.sh","--flag"],"timeout":2.5}}`,
+	`{"name":"telegram","provides":{"channel":true,"tools":["telegram"]}}`, `{"name":"x","provides":{"channel":false}}`,
 	`{"name":"x","run":{"command":[]}}`, `{"name":""}`, `{"name":"x","unknown":1}`, `{"name":"x","run":null}`,
 	`null`, `[]`, `{"name":"x","commands":["a"],"defaultConfig":null}`,
 }

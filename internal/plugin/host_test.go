@@ -506,3 +506,32 @@ func TestRunHooks(t *testing.T) {
 		t.Errorf("joined errors: %v", err)
 	}
 }
+
+// TestOriginalChannelManifest: a plugin folder the original Beige's
+// `plugins install` left, whose plugin.json declares its channel as
+// `"channel": true`, loads as the built-in of its name.
+func TestOriginalChannelManifest(t *testing.T) {
+	dir := t.TempDir()
+	pdir := filepath.Join(dir, "plugins", "echo")
+	if err := os.MkdirAll(pdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	manifest := `{"name": "echo", "description": "a channel", "provides": {"channel": true, "tools": ["echo"]}, "defaultConfig": {}}`
+	if err := os.WriteFile(filepath.Join(pdir, "plugin.json"), []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	cfg := &config.Config{
+		Plugins:     map[string]*config.Plugin{"echo": {Path: pdir, Source: "npm:@example/echo@1.0.0"}},
+		PluginOrder: []string{"echo"},
+		Agents:      map[string]*config.Agent{"travel": {Tools: []string{"echo"}, WorkspaceDir: filepath.Join(dir, "ws")}},
+		AgentOrder:  []string{"travel"},
+	}
+	lg, _ := audit.Open(filepath.Join(dir, "audit.jsonl"), nil)
+	defer lg.Close()
+	h, err := NewHost(cfg, &Options{Audit: lg, Builtins: map[string]Builtin{"echo": echoBuiltin("echo", rec, nil)}})
+	if err != nil {
+		t.Fatalf("NewHost: %v", err)
+	}
+	h.Close(context.Background())
+}
