@@ -149,6 +149,7 @@ func (g *Gateway) Exec(ctx context.Context, agent string, req proto.ExecRequest)
 		Sandbox:     sb,
 		Call:        call,
 		Session:     proto.ParseSessionKey(agent, key),
+		Model:       req.ActiveModel.String(),
 		ExecTimeout: tools.HTTPExecTimeout,
 	})
 	return res, g.stopError(err)
