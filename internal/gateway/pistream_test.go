@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/llm/llmtest"
 )
 
@@ -250,4 +251,32 @@ func TestPiClientChatStream(t *testing.T) {
 			t.Errorf("final %s", final.Raw)
 		}
 	})
+}
+
+// TestPiClientExecActiveModel sends a tool call as the original terminal
+// client does, with activeModel (issue #12 item 3): it runs, and its audit
+// records name the model as provider/modelId.
+func TestPiClientExecActiveModel(t *testing.T) {
+	g := startGateway(t, "piexec")
+	a := g.agents[0]
+	for _, tc := range []struct{ active, want string }{
+		{`,"activeModel":{"provider":"anthropic","modelId":"claude-sonnet-4-5"}`, "anthropic/claude-sonnet-4-5"},
+		{``, ""},
+		{`,"activeModel":{"provider":"anthropic"}`, ""},
+	} {
+		before, _ := audit.ReadFile(g.home.AuditLog())
+		code, out := g.post(t, "/api/agents/"+a+"/exec", `{"tool":"exec","params":{"command":"echo hi"}`+tc.active+`}`)
+		if code != 200 || out["isError"] == true {
+			t.Fatalf("%s: %d %v", tc.active, code, out)
+		}
+		recs, err := audit.ReadFile(g.home.AuditLog())
+		if err != nil || len(recs) <= len(before) {
+			t.Fatalf("%s: audit %v, %d records", tc.active, err, len(recs))
+		}
+		for _, r := range recs[len(before):] {
+			if r.Model != tc.want {
+				t.Errorf("%s: audit model %q, want %q", tc.active, r.Model, tc.want)
+			}
+		}
+	}
 }
