@@ -62,6 +62,7 @@ func (g *Gateway) ChatStream(ctx context.Context, req httpapi.ChatStreamRequest,
 	}
 
 	ps := newPiStream(cands, emit)
+	ps.noPartial = req.Partial != nil && !*req.Partial
 	defer ps.finish()
 	emit = ps.emit
 
@@ -237,7 +238,8 @@ func (g *Gateway) hookSession(agentName, key, channel string) (proto.SessionCont
 //
 // Sending partial on every delta repeats the message so far: the bytes
 // on the wire grow with the square of the answer's length, as with pi's
-// own providers; this stream is loopback to one client.
+// own providers. A client that does not need it asks for "partial": false
+// (our own client does).
 type piStream struct {
 	out     func(llm.Event)
 	cands   []routing.Candidate
@@ -245,6 +247,9 @@ type piStream struct {
 	acc     llm.Accumulator   // this attempt's message so far
 	started bool
 	ended   bool
+	// noPartial leaves partial out of the block events (the request's
+	// "partial": false).
+	noPartial bool
 }
 
 func newPiStream(cands []routing.Candidate, out func(llm.Event)) *piStream {
@@ -312,7 +317,10 @@ func (p *piStream) emit(ev llm.Event) {
 	default:
 		p.begin()
 		p.acc.Apply(ev)
-		ev.Partial = p.acc.Message()
+		ev.Partial = nil
+		if !p.noPartial {
+			ev.Partial = p.acc.Message()
+		}
 		p.out(ev)
 	}
 }

@@ -220,6 +220,21 @@ func TestPiClientChatStream(t *testing.T) {
 		}
 	})
 
+	t.Run("partial false", func(t *testing.T) {
+		// Our own client rebuilds the message: only start carries it.
+		a.Enqueue(llmtest.Text("Hello there"))
+		body := strings.Replace(piChatBody(agent, "true"), `"agentName"`, `"partial": false, "agentName"`, 1)
+		evs := postPi(t, g, body)
+		for _, ev := range evs {
+			if (ev.Partial != nil) != (ev.Type == "start") {
+				t.Errorf("partial on %s: %s", ev.Type, ev.Raw)
+			}
+		}
+		if final := evs[len(evs)-1]; final.Type != "done" || final.Message.text() != "Hello there" {
+			t.Errorf("final %s", final.Raw)
+		}
+	})
+
 	t.Run("fallback after a failed attempt", func(t *testing.T) {
 		// The primary fails mid-answer; the fallback answers. One
 		// message, the fallback's, without the primary's text.

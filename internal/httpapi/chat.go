@@ -25,6 +25,12 @@ type ChatStreamRequest struct {
 	Options    *ChatOptions `json:"options,omitempty"`
 	AgentName  string       `json:"agentName"`
 	SessionKey string       `json:"sessionKey,omitempty"`
+	// Partial false leaves the message so far out of the block events
+	// (start keeps it), for a client that rebuilds it from the deltas,
+	// as ours does: it is repeated in every event, so the stream's size
+	// grows with the square of the answer's. Nil or true sends it, as
+	// pi's clients need.
+	Partial *bool `json:"partial,omitempty"`
 }
 
 // ChatOptions are the request options of a proxied model call.
