@@ -295,3 +295,32 @@ func TestPiClientExecActiveModel(t *testing.T) {
 		}
 	}
 }
+
+// TestPiClientExecActiveModelImages: read returns an image only when the
+// active model takes images, as the original gateway checked.
+func TestPiClientExecActiveModelImages(t *testing.T) {
+	g := startGatewayWith(t, gatewaySetup{
+		names:     []string{"pivision"},
+		providers: `anthropic: { apiKey: "k" }, textonly: { api: "openai-completions", baseUrl: "http://127.0.0.1:9", apiKey: "k" }`,
+		model:     "{ provider: 'anthropic', model: 'claude-sonnet-4-5' }",
+		extra:     map[string]string{"pivision": "fallbackModels: [{ provider: 'textonly', model: 'glm-4.6' }]"},
+	})
+	a := g.agents[0]
+	if text, isErr := g.tool(t, a, "exec", map[string]any{"command": `printf '\211PNG\r\n\032\n\0\0\0\rIHDR' > /workspace/i.png`}); isErr {
+		t.Fatalf("write the image: %s", text)
+	}
+	for _, tc := range []struct {
+		active string
+		image  bool
+	}{
+		{`{"provider":"anthropic","modelId":"claude-sonnet-4-5"}`, true},
+		{`{"provider":"textonly","modelId":"glm-4.6"}`, false},
+		{`{"provider":"textonly","modelId":"not-the-agents"}`, true}, // only audited
+	} {
+		code, out := g.post(t, "/api/agents/"+a+"/exec", `{"tool":"read","params":{"path":"i.png"},"activeModel":`+tc.active+`}`)
+		raw, _ := json.Marshal(out)
+		if code != 200 || strings.Contains(string(raw), `"type":"image"`) != tc.image {
+			t.Errorf("%s: %d %.300s, want an image %v", tc.active, code, raw, tc.image)
+		}
+	}
+}

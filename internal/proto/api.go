@@ -26,8 +26,9 @@ type ExecRequest struct {
 	SessionKey string          `json:"sessionKey,omitempty"`
 	// ActiveModel is the model the client is talking to, which asked for
 	// the call (pi-based clients send it with every call); it is recorded
-	// as the audit record's model, "provider/modelId". It is the client's
-	// word, not checked against the agent's models.
+	// as the audit record's model, "provider/modelId", as the client says.
+	// When it is one of the agent's models, read returns images only if
+	// that model takes them.
 	ActiveModel *ActiveModel `json:"activeModel,omitempty"`
 }
 
