@@ -45,6 +45,7 @@ func (m *RemoteModel) Stream(ctx context.Context, c llm.Context, emit func(llm.E
 	req := httpapi.ChatStreamRequest{
 		Provider: m.model.Provider, ModelID: m.model.ID, Context: c,
 		Options: m.opts, AgentName: m.agent,
+		Partial: new(bool), // the deltas are enough: Client.ChatStream rebuilds the message
 	}
 	if sc, ok := agent.SessionFromContext(ctx); ok {
 		req.SessionKey = sc.SessionKey

@@ -144,12 +144,25 @@ func (g *Gateway) Exec(ctx context.Context, agent string, req proto.ExecRequest)
 	if key == "" {
 		key = "tui:" + agent + ":default"
 	}
+	// read returns images only to a model that takes them: the active
+	// model when it is one of the agent's (any other name is only audited).
+	noImages := false
+	if m := req.ActiveModel; m != nil {
+		for _, ref := range a.models() {
+			if ref.Provider == m.Provider && ref.Model == m.ModelID {
+				noImages = !g.modelInfo(ref).AcceptsImages()
+				break
+			}
+		}
+	}
 	res, err := g.runner.Run(ctx, tools.Invocation{
 		Agent:       agent,
 		Sandbox:     sb,
 		Call:        call,
 		Session:     proto.ParseSessionKey(agent, key),
+		Model:       req.ActiveModel.String(),
 		ExecTimeout: tools.HTTPExecTimeout,
+		NoImages:    noImages,
 	})
 	return res, g.stopError(err)
 }

@@ -61,6 +61,11 @@ func (g *Gateway) ChatStream(ctx context.Context, req httpapi.ChatStreamRequest,
 		cands = append(cands, c)
 	}
 
+	ps := newPiStream(cands, emit)
+	ps.noPartial = req.Partial != nil && !*req.Partial
+	defer ps.finish()
+	emit = ps.emit
+
 	// prePrompt hooks see (and may change or block) the last user message.
 	if last := &req.Context.Messages[len(req.Context.Messages)-1]; last.User != nil {
 		ev := &plugin.PrePromptEvent{Agent: req.AgentName, Session: session, Model: cands[0].Key(), Prompt: last.User.Text()}
@@ -111,7 +116,9 @@ func (g *Gateway) ChatStream(ctx context.Context, req httpapi.ChatStreamRequest,
 	}
 	out.Content = append(content, llm.Text(ev.Response))
 	idx := len(content)
-	emit(llm.Event{Type: llm.EventStart})
+	begun := out.Clone()
+	begun.Content, begun.StopReason = content, llm.StopReasonStop
+	emit(llm.Event{Type: llm.EventStart, Partial: begun})
 	emit(llm.Event{Type: llm.EventTextStart, ContentIndex: idx})
 	emit(llm.Event{Type: llm.EventTextDelta, ContentIndex: idx, Delta: ev.Response})
 	emit(llm.Event{Type: llm.EventTextEnd, ContentIndex: idx, Content: ev.Response})
@@ -126,8 +133,10 @@ func applyChatOptions(c *routing.Candidate, ref config.ModelRef, o *httpapi.Chat
 	}
 	if o.Reasoning != nil {
 		switch {
-		case !*o.Reasoning:
+		case !o.Reasoning.On:
 			c.Options.ThinkingLevel = llm.ThinkingOff
+		case o.Reasoning.Level != "":
+			c.Options.ThinkingLevel = o.Reasoning.Level
 		case c.Options.ThinkingLevel == llm.ThinkingOff:
 			c.Options.ThinkingLevel = llm.ThinkingMedium
 		}
@@ -212,4 +221,124 @@ func (g *Gateway) hookSession(agentName, key, channel string) (proto.SessionCont
 		sc.Channel = channel
 	}
 	return sc, nil
+}
+
+// piStream shapes the events of a proxied call as a pi client reads them
+// (pi's AssistantMessageEventStream, which the original terminal client
+// feeds them into): one start, then the blocks, then exactly one done or
+// error carrying the whole message; every start, _start, _delta and _end
+// event carries partial, the message so far, which pi's agent loop keeps
+// as the conversation's last message and its UI draws. The router's
+// stream is one per attempt: a fallback after a failed attempt would start
+// a second message, which pi's loop keeps as an empty assistant message in
+// the next request. So only the first start is sent; a later attempt's
+// blocks replace the failed one's in partial (it is rebuilt per attempt),
+// model_fallback events pass through (pi clients skip them), and a stream
+// that ends without done or error gets an error.
+//
+// Sending partial on every delta repeats the message so far: the bytes
+// on the wire grow with the square of the answer's length, as with pi's
+// own providers. A client that does not need it asks for "partial": false
+// (our own client does).
+type piStream struct {
+	out     func(llm.Event)
+	cands   []routing.Candidate
+	cur     routing.Candidate // the model being tried
+	acc     llm.Accumulator   // this attempt's message so far
+	started bool
+	ended   bool
+	// noPartial leaves partial out of the block events (the request's
+	// "partial": false).
+	noPartial bool
+}
+
+func newPiStream(cands []routing.Candidate, out func(llm.Event)) *piStream {
+	p := &piStream{out: out, cands: cands}
+	if len(cands) > 0 {
+		p.cur = cands[0]
+	}
+	p.reset(nil)
+	return p
+}
+
+// reset starts a new attempt's message, from base when the attempt's start
+// carried one.
+func (p *piStream) reset(base *llm.AssistantMessage) {
+	p.acc = llm.Accumulator{}
+	if base == nil {
+		base = &llm.AssistantMessage{
+			Content: []llm.Content{}, API: p.cur.Model.API, Provider: candProvider(p.cur), Model: p.cur.Model.ID,
+			StopReason: llm.StopReasonStop, Timestamp: llm.Now(),
+		}
+	}
+	p.acc.Apply(llm.Event{Type: llm.EventStart, Partial: base})
+}
+
+func (p *piStream) begin() {
+	if !p.started {
+		p.started = true
+		p.out(llm.Event{Type: llm.EventStart, Partial: p.acc.Message()})
+	}
+}
+
+func (p *piStream) emit(ev llm.Event) {
+	if p.ended {
+		return // one final event; nothing after it
+	}
+	switch ev.Type {
+	case llm.EventBlocked:
+		p.ended = true
+		p.out(ev)
+	case llm.EventModelFallback:
+		for _, c := range p.cands {
+			if candProvider(c) == ev.Provider && c.Model.ID == ev.ModelID {
+				p.cur = c
+				break
+			}
+		}
+		p.reset(nil)
+		p.out(ev)
+	case llm.EventStart:
+		p.reset(ev.Partial)
+		p.begin()
+	case llm.EventDone, llm.EventError:
+		p.begin()
+		p.ended = true
+		if ev.Type == llm.EventDone && ev.Message == nil {
+			ev.Message = p.acc.Message()
+		}
+		if ev.Type == llm.EventError && ev.Error == nil {
+			m := p.acc.Message()
+			m.StopReason = llm.StopReasonError
+			m.ErrorMessage = "the model call failed"
+			ev.Error = m
+		}
+		p.out(ev)
+	default:
+		p.begin()
+		p.acc.Apply(ev)
+		ev.Partial = nil
+		if !p.noPartial {
+			ev.Partial = p.acc.Message()
+		}
+		p.out(ev)
+	}
+}
+
+// finish ends a stream that got no done, error or blocked event.
+func (p *piStream) finish() {
+	if p.ended {
+		return
+	}
+	m := p.acc.Message()
+	m.StopReason, m.ErrorMessage = llm.StopReasonError, "the model stream ended without an answer"
+	p.emit(llm.Event{Type: llm.EventError, Reason: string(llm.StopReasonError), Error: m})
+}
+
+// candProvider is the provider's name in the config, as the client names it.
+func candProvider(c routing.Candidate) string {
+	if c.Provider != "" {
+		return c.Provider
+	}
+	return c.Model.Provider
 }

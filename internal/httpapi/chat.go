@@ -3,6 +3,8 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -10,7 +12,12 @@ import (
 	"github.com/beige-dev/beige/internal/llm"
 )
 
-// ChatStreamRequest is the body of POST /api/chat/stream.
+// ChatStreamRequest is the body of POST /api/chat/stream. Its own fields
+// and options are decoded strictly (a misspelt "modelId" or "maxTokens"
+// would otherwise silently change the call); the context is pi's and is
+// read leniently (see [llm.Context.UnmarshalJSON]): pi's clients send
+// fields such as a tool's label or a message's usage that do not change
+// what the model is sent.
 type ChatStreamRequest struct {
 	Provider   string       `json:"provider"`
 	ModelID    string       `json:"modelId"`
@@ -18,15 +25,62 @@ type ChatStreamRequest struct {
 	Options    *ChatOptions `json:"options,omitempty"`
 	AgentName  string       `json:"agentName"`
 	SessionKey string       `json:"sessionKey,omitempty"`
+	// Partial false leaves the message so far out of the block events
+	// (start keeps it), for a client that rebuilds it from the deltas,
+	// as ours does: it is repeated in every event, so the stream's size
+	// grows with the square of the answer's. Nil or true sends it, as
+	// pi's clients need.
+	Partial *bool `json:"partial,omitempty"`
 }
 
 // ChatOptions are the request options of a proxied model call.
 type ChatOptions struct {
 	// Reasoning turns thinking on (at the model's configured thinking
-	// level, or medium) or off.
-	Reasoning   *bool    `json:"reasoning,omitempty"`
-	MaxTokens   int      `json:"maxTokens,omitempty"`
-	Temperature *float64 `json:"temperature,omitempty"`
+	// level, or medium), off, or to a level; nil keeps the configured one.
+	Reasoning   *Reasoning `json:"reasoning,omitempty"`
+	MaxTokens   int        `json:"maxTokens,omitempty"`
+	Temperature *float64   `json:"temperature,omitempty"`
+}
+
+// Reasoning is options.reasoning: a bool (our clients, pi before its
+// thinking levels) or one of pi's ThinkingLevel names, "minimal" to
+// "xhigh" (what pi sends when the user picks a level); "off" is false.
+type Reasoning struct {
+	// Level is the level asked for, or "" for true and false.
+	Level llm.ThinkingLevel
+	// On is whether thinking is asked for at all.
+	On bool
+}
+
+// UnmarshalJSON reads a bool or a level name.
+func (r *Reasoning) UnmarshalJSON(b []byte) error {
+	var on bool
+	if err := json.Unmarshal(b, &on); err == nil {
+		*r = Reasoning{On: on}
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return errors.New(`options.reasoning: want true, false or a thinking level (minimal, low, medium, high, xhigh)`)
+	}
+	l, err := llm.ParseThinkingLevel(s)
+	if err != nil || s == "" {
+		return fmt.Errorf(`options.reasoning: want true, false or a thinking level (minimal, low, medium, high, xhigh), got %q`, clipEcho(s))
+	}
+	if l == llm.ThinkingOff {
+		*r = Reasoning{}
+		return nil
+	}
+	*r = Reasoning{Level: l, On: true}
+	return nil
+}
+
+// MarshalJSON writes the level, or the bool when there is none.
+func (r Reasoning) MarshalJSON() ([]byte, error) {
+	if r.On && r.Level != "" {
+		return json.Marshal(string(r.Level))
+	}
+	return json.Marshal(r.On)
 }
 
 // Streamer is the optional part of a Backend that proxies model calls.

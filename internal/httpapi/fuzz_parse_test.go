@@ -36,7 +36,9 @@ func FuzzDecodeBody(f *testing.F) {
 	seeds := [][]string{
 		{`{"message":"hi","sessionKey":"tui:main"}`, `{"message":"x","unknown":1}`, `{"message":"x"} {}`},
 		{`{"provider":"anthropic","modelId":"claude","context":{"systemPrompt":"s","messages":[{"role":"user","content":"hi"}]},"options":{"maxTokens":10},"agentName":"main","sessionKey":"k"}`,
-			`{"provider":"p","modelId":"m","context":{"messages":[{"role":"assistant","content":[{"type":"toolCall","id":"1","name":"x","arguments":"{bad"}]}]}}`},
+			`{"provider":"p","modelId":"m","context":{"messages":[{"role":"assistant","content":[{"type":"toolCall","id":"1","name":"x","arguments":"{bad"}]}]}}`,
+			`{"provider":"p","modelId":"m","partial":false,"options":{"reasoning":"xhigh"},"context":{"messages":[{"role":"user","content":"hi","timestamp":1}],"tools":[{"name":"read","label":"Read File","description":"d","parameters":{"type":"object"}}]}}`,
+			`{"provider":"p","modelId":"m","options":{"reasoning":"off"},"context":{"extra":1,"messages":[]}}`},
 		{`{"model":"anthropic/claude-sonnet-4-6"}`, `{"model":null}`, `{"model":""}`},
 		{`{"sessionKey":"k","message":"hi"}`},
 		{`{"sessionKey":"k","response":"yo"}`},

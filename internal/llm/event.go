@@ -48,7 +48,9 @@ const (
 //	model_fallback                     provider, modelId
 //
 // Providers do not fill Partial (copying the message on every delta is
-// quadratic); a caller that wants it can keep an [Accumulator].
+// quadratic); a caller that wants it can keep an [Accumulator]. The
+// gateway's POST /api/chat/stream fills it on start and every block event,
+// as pi's clients need.
 type Event struct {
 	Type         EventType
 	ContentIndex int
@@ -164,12 +166,20 @@ func (a *Accumulator) Apply(e Event) {
 		if e.Partial != nil {
 			a.msg = *e.Partial.Clone()
 		}
+	case EventModelFallback:
+		// The gateway tries another model: what the failed attempt
+		// streamed is not part of the answer.
+		a.msg.Content, a.text, a.args = nil, nil, nil
+		a.msg.Provider, a.msg.Model = e.Provider, e.ModelID
 	case EventTextStart:
 		a.set(e.ContentIndex, Content{Type: ContentText})
+		delete(a.text, e.ContentIndex)
 	case EventThinkingStart:
 		a.set(e.ContentIndex, Content{Type: ContentThinking})
+		delete(a.text, e.ContentIndex)
 	case EventToolCallStart:
 		a.set(e.ContentIndex, Content{Type: ContentToolCall, Arguments: emptyObject})
+		delete(a.args, e.ContentIndex)
 	case EventTextDelta, EventThinkingDelta, EventToolCallDelta:
 		a.appendDelta(e.ContentIndex, e.Type, e.Delta)
 	case EventTextEnd:

@@ -230,3 +230,25 @@ func TestAccumulator(t *testing.T) {
 		t.Errorf("msg = %+v", msg)
 	}
 }
+
+// TestAccumulatorFallback: after model_fallback the message so far is the
+// new attempt's alone, even when the failed one stopped mid-block.
+func TestAccumulatorFallback(t *testing.T) {
+	var acc Accumulator
+	for _, e := range []Event{
+		{Type: EventStart, Partial: &AssistantMessage{Provider: "pa", Model: "a"}},
+		{Type: EventTextStart, ContentIndex: 0},
+		{Type: EventTextDelta, ContentIndex: 0, Delta: "failed attempt"},
+		{Type: EventToolCallStart, ContentIndex: 1},
+		{Type: EventToolCallDelta, ContentIndex: 1, Delta: `{"x":`},
+		{Type: EventModelFallback, Provider: "pb", ModelID: "b"},
+		{Type: EventTextStart, ContentIndex: 0},
+		{Type: EventTextDelta, ContentIndex: 0, Delta: "from b"},
+	} {
+		acc.Apply(e)
+	}
+	m := acc.Message()
+	if len(m.Content) != 1 || m.Text() != "from b" || m.Provider != "pb" || m.Model != "b" {
+		t.Errorf("message so far %+v", m)
+	}
+}

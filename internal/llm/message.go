@@ -288,6 +288,9 @@ type Tool struct {
 	Description string `json:"description"`
 	// Parameters is the JSON schema of the arguments (an object schema).
 	Parameters json.RawMessage `json:"parameters"`
+	// Label is the tool's display name in pi's clients (AgentTool.label);
+	// kept for the round trip, never sent to a model.
+	Label string `json:"label,omitempty"`
 }
 
 // Context is everything the model sees: system prompt, history and tools.
@@ -295,6 +298,21 @@ type Context struct {
 	SystemPrompt string    `json:"systemPrompt,omitempty"`
 	Messages     []Message `json:"messages"`
 	Tools        []Tool    `json:"tools,omitempty"`
+}
+
+// UnmarshalJSON reads a context leniently, whatever the decoder's
+// settings: pi's clients send more than is modelled here (fields of newer pi
+// versions, UI data on messages and tools), and none of it changes what the
+// model is sent, so it is ignored rather than refused. Types and the
+// message roles are still checked.
+func (c *Context) UnmarshalJSON(b []byte) error {
+	type plain Context
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return fmt.Errorf("context: %w", err)
+	}
+	*c = Context(p)
+	return nil
 }
 
 // MarshalJSON writes messages as [] rather than null when there are none.

@@ -24,6 +24,26 @@ type ExecRequest struct {
 	Tool       string          `json:"tool"`
 	Params     json.RawMessage `json:"params"`
 	SessionKey string          `json:"sessionKey,omitempty"`
+	// ActiveModel is the model the client is talking to, which asked for
+	// the call (pi-based clients send it with every call); it is recorded
+	// as the audit record's model, "provider/modelId", as the client says.
+	// When it is one of the agent's models, read returns images only if
+	// that model takes them.
+	ActiveModel *ActiveModel `json:"activeModel,omitempty"`
+}
+
+// ActiveModel names the model of an exec call: {provider, modelId}.
+type ActiveModel struct {
+	Provider string `json:"provider"`
+	ModelID  string `json:"modelId"`
+}
+
+// String returns "provider/modelId", or "" when either part is missing.
+func (m *ActiveModel) String() string {
+	if m == nil || m.Provider == "" || m.ModelID == "" {
+		return ""
+	}
+	return m.Provider + "/" + m.ModelID
 }
 
 // Health is the body of GET /api/health. Status is "ok" when every agent's

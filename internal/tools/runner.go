@@ -70,7 +70,7 @@ type Invocation struct {
 	// Session says where the call comes from; it is audited and passed to
 	// exec as BEIGE_* variables. Its AgentName is overridden by Agent.
 	Session proto.SessionContext
-	Model   string // the model that asked for the call, for the audit log; "" for the HTTP API
+	Model   string // the model that asked for the call, for the audit log; through the HTTP API the client's activeModel, or ""
 	// ExecTimeout is exec's timeout when the call gives none:
 	// ModelExecTimeout for the model, HTTPExecTimeout (also used when zero)
 	// through the HTTP API.
