@@ -12,12 +12,15 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/gateway"
@@ -168,9 +171,14 @@ func (a *app) runForeground(ctx context.Context, level string, daemon bool) erro
 		return exitf(ExitFailure, "gateway log: %v", err)
 	}
 	defer logFile.Close()
-	var out io.Writer = logFile
-	if !daemon {
-		out = io.MultiWriter(a.streams.Err, logFile)
+	var out io.Writer = io.MultiWriter(a.streams.Err, logFile)
+	if daemon {
+		// Nobody reads a daemon's stderr: what the Go runtime writes there
+		// (a panic, a fatal error) and the last error Main prints go to the
+		// gateway log too, following it across rotations.
+		d := &daemonLog{File: logFile}
+		d.follow()
+		out = d
 	}
 	logger := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: lvl}))
 	logger.Info("starting gateway", "config", cfg.File, "home", h.Dir, "log", logPath, "pid", os.Getpid())
@@ -221,6 +229,64 @@ func writePIDFile(h home.Home) error {
 		err = os.WriteFile(h.PIDFile(), data, 0o600)
 	}
 	return err
+}
+
+// openAppend opens the log at path for appending, as logfile does (the
+// folder 0700, the file 0600).
+func openAppend(path string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create log folder: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// daemonLog is a background gateway's log. After each write it checks
+// that the process's stdout and stderr (file descriptors 1 and 2) are the
+// current log file and, after a rotation, points them at the new one: the
+// Go runtime writes a panic or a fatal error to descriptor 2, and nobody
+// else would see it.
+type daemonLog struct {
+	*logfile.File
+	mu  sync.Mutex
+	dev uint64 // the file descriptors 1 and 2 are (0: not yet)
+	ino uint64
+}
+
+func (d *daemonLog) Write(p []byte) (int, error) {
+	n, err := d.File.Write(p)
+	d.follow()
+	return n, err
+}
+
+// follow points descriptors 1 and 2 at the log file, unless they are
+// already. It does nothing when the file cannot be opened (the next write
+// tries again).
+func (d *daemonLog) follow() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var st unix.Stat_t
+	if err := unix.Stat(d.Path(), &st); err != nil {
+		return
+	}
+	if uint64(st.Dev) == d.dev && st.Ino == d.ino {
+		return
+	}
+	f, err := openAppend(d.Path())
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return
+	}
+	if unix.Dup2(int(f.Fd()), 1) != nil || unix.Dup2(int(f.Fd()), 2) != nil {
+		return
+	}
+	d.dev, d.ino = uint64(st.Dev), st.Ino
 }
 
 func logPathOf(cfg *config.Config, h home.Home) string {
@@ -313,13 +379,21 @@ func (a *app) startBackground(level string, timeout time.Duration) error {
 		return exitf(ExitFailure, "%v", err)
 	}
 	defer devnull.Close()
-	child.Stdin, child.Stdout, child.Stderr = devnull, devnull, devnull
+	logPath := logPathOf(cfg, h)
+	// The daemon's stdout and stderr go to its log from the start, so that
+	// an error before its logger is set up (or a panic) is there for
+	// `beige gateway logs` and for the tail printed below.
+	stderr, err := openAppend(logPath)
+	if err != nil {
+		return exitf(ExitFailure, "gateway log: %v", err)
+	}
+	defer stderr.Close()
+	child.Stdin, child.Stdout, child.Stderr = devnull, stderr, stderr
 	if err := child.Start(); err != nil {
 		return exitf(ExitFailure, "start the gateway: %v", err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- child.Wait() }()
-	logPath := logPathOf(cfg, h)
 	c := a.client(cfg, nil)
 	fmt.Fprintf(a.streams.Err, "starting the gateway (pid %d), waiting for %s/api/health ...\n", child.Process.Pid, c.base)
 	deadline := time.Now().Add(timeout)
