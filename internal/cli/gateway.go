@@ -56,8 +56,7 @@ With --foreground it runs until Ctrl-C or SIGTERM, which drains in-flight
 calls (at most 10 s) and exits. The sandboxes are left running so that the
 next start re-attaches to them at once; they are removed when their agent
 is no longer in the config.`,
-		Args:        cobra.NoArgs,
-		Annotations: map[string]string{needsHome: "yes"},
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if foreground {
 				return a.runForeground(cmd.Context(), logLevel, daemon)
@@ -82,8 +81,7 @@ whose pid was reused by another program is removed, and nothing is
 signalled); after --timeout seconds it sends SIGKILL.
 The sandboxes keep running for the next start. Stopping a gateway that does
 not run is not an error.`,
-		Args:        cobra.NoArgs,
-		Annotations: map[string]string{needsHome: "yes"},
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.stopGateway(time.Duration(stopTimeout * float64(time.Second)))
 		},
@@ -96,8 +94,7 @@ not run is not an error.`,
 		Long: `Status prints the pid and uptime of the gateway, its API address, and each
 agent's model and sandbox state. It exits 0 when the gateway runs and is
 healthy, 1 when it runs but is not healthy, and 3 when it does not run.`,
-		Args:        cobra.NoArgs,
-		Annotations: map[string]string{needsHome: "yes"},
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.gatewayStatus()
 		},
@@ -110,8 +107,7 @@ healthy, 1 when it runs but is not healthy, and 3 when it does not run.`,
 it drains in-flight calls, reloads the config from disk and starts again,
 keeping the running gateway when the new config does not validate. When no
 gateway runs, it starts one in the background.`,
-		Args:        cobra.NoArgs,
-		Annotations: map[string]string{needsHome: "yes"},
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.restartGateway(logLevel, time.Duration(timeout*float64(time.Second)))
 		},
@@ -127,8 +123,7 @@ gateway runs, it starts one in the background.`,
 		Long: `Logs prints the end of the gateway log ($BEIGE_HOME/logs/gateway.log, or
 gateway.logFile) and, with -f, keeps printing new lines, across rotations,
 until Ctrl-C.`,
-		Args:        cobra.NoArgs,
-		Annotations: map[string]string{needsHome: "yes"},
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.gatewayLogs(cmd.Context(), follow, lines)
 		},

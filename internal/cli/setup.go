@@ -16,8 +16,11 @@ func (a *app) setupCommand() *cobra.Command {
 		Long: `Setup creates the $BEIGE_HOME layout (default ~/.beige): config.json5 from a
 commented template, and the agents/, sockets/ (mode 0700), logs/, data/,
 sessions/ and tools/ folders. It never overwrites an existing config, so it
-is safe to run again. Other commands run it on first use.`,
-		Args: cobra.NoArgs,
+is safe to run again. Every other command (but version, help and
+completion) runs it first when $BEIGE_HOME has no config.json5 yet, and
+says so.`,
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{noSetup: "yes"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			h, err := a.home()
 			if err != nil {
