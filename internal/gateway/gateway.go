@@ -214,6 +214,19 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	} else if g.ln, err = listen(g.opts.listenAddr()); err != nil {
 		return nil, err
 	}
+
+	g.settings = settings.Open(filepath.Join(g.home.SessionsDir(), "session-settings.json"), g.log.With("component", "settings"))
+	if err := g.openAgents(); err != nil {
+		return nil, err
+	}
+	for _, name := range cfg.AgentOrder {
+		a := newAgentRuntime(g, name, cfg.Agents[name])
+		g.agents[name] = a
+		if err := a.openToolBridge(); err != nil {
+			return nil, err
+		}
+	}
+	// Serve only now: the handlers read g.agents, g.manager and g.settings.
 	api := httpapi.New(g, httpapi.Options{Host: cfg.Gateway.Host, AuthToken: cfg.Gateway.AuthToken.Reveal(), Logger: g.log.With("component", "http")})
 	srv, ln := api.HTTPServer(g.ln, httpapi.ServeOptions{
 		MaxConns:    cfg.Gateway.HTTP.MaxConnections,
@@ -227,18 +240,6 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		}
 	}()
 	g.log.Info("listening", "url", "http://"+g.ln.Addr().String())
-
-	g.settings = settings.Open(filepath.Join(g.home.SessionsDir(), "session-settings.json"), g.log.With("component", "settings"))
-	if err := g.openAgents(); err != nil {
-		return nil, err
-	}
-	for _, name := range cfg.AgentOrder {
-		a := newAgentRuntime(g, name, cfg.Agents[name])
-		g.agents[name] = a
-		if err := a.openToolBridge(); err != nil {
-			return nil, err
-		}
-	}
 	if err := g.prepareSandboxes(ctx); err != nil {
 		return nil, err
 	}
