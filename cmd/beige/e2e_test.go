@@ -223,13 +223,15 @@ func (e *e2e) prompt(t *testing.T, message string) string {
 	return out.Response
 }
 
-// TestGracefulRestart: 20 prompts in flight and a restart: each completes
-// or gets a clear error, the gateway is healthy again within 5 s, and a
-// config change made before the restart is in effect. A config that no
-// longer validates leaves the gateway running and says why.
+// TestGracefulRestart: 20 prompts in flight (about a second each) and a
+// restart: the restart drains them (3 s at most), so each one is answered,
+// the gateway is healthy again within 5 s, and a config change made before
+// the restart is in effect. A config that no longer validates leaves the
+// gateway running and says why.
 func TestGracefulRestart(t *testing.T) {
 	srv := llmtest.NewAnthropic(t)
-	srv.SetDefault(llmtest.Text("answer").WithDelay(time.Second))
+	// The delay is per stream event: about a second per answer in all.
+	srv.SetDefault(llmtest.Text("answer").WithDelay(150 * time.Millisecond))
 	e := newE2EWith(t, fmt.Sprintf(`scripted: { api: "anthropic-messages", baseUrl: %q, apiKey: "${ANTHROPIC_API_KEY}" }`, srv.URL()), `{ provider: "scripted", model: "test-model" }`)
 	e.start()
 
@@ -270,12 +272,12 @@ func TestGracefulRestart(t *testing.T) {
 	}
 	restarted := time.Now()
 	for range 20 {
-		o := <-results
-		ok := o.code == 200 && strings.Contains(o.body, `"response":"answer"`)
-		clear := o.code == 503 && strings.Contains(o.body, "restarting")
-		if !ok && !clear {
-			t.Errorf("a prompt ended with %d %s", o.code, o.body)
+		if o := <-results; o.code != 200 || !strings.Contains(o.body, `"response":"answer"`) {
+			t.Errorf("a prompt in flight at the restart ended with %d %s", o.code, o.body)
 		}
+	}
+	if n := srv.Cancelled(); n != 0 {
+		t.Errorf("%d model calls were cut off by the restart", n)
 	}
 	if !e.waitHealthy(5 * time.Second) {
 		t.Fatal("not healthy within 5 s of the restart")
@@ -306,6 +308,59 @@ func TestGracefulRestart(t *testing.T) {
 	}
 	if health.Status != "ok" || !strings.Contains(health.Config, "agentz") {
 		t.Errorf("health after a broken reload: %+v", health)
+	}
+}
+
+// TestRestartOntoTakenPort: the config moves the gateway to a port another
+// program holds; `beige gateway restart` fails and says why, the gateway
+// keeps serving on its port (a prompt in flight is answered), and
+// gateway.log says the restart was refused.
+func TestRestartOntoTakenPort(t *testing.T) {
+	srv := llmtest.NewAnthropic(t)
+	srv.SetDefault(llmtest.Text("answer").WithDelay(150 * time.Millisecond))
+	e := newE2EWith(t, fmt.Sprintf(`scripted: { api: "anthropic-messages", baseUrl: %q, apiKey: "${ANTHROPIC_API_KEY}" }`, srv.URL()), `{ provider: "scripted", model: "test-model" }`)
+	e.start()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+
+	inFlight := make(chan string, 1)
+	go func() {
+		resp, err := http.Post(e.url("/api/agents/"+e.agent+"/prompt"), "application/json", strings.NewReader(`{"message": "hi"}`))
+		if err != nil {
+			inFlight <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		inFlight <- fmt.Sprint(resp.StatusCode, " ", string(data))
+	}()
+	if !srv.WaitInFlight(1, 10*time.Second) {
+		t.Fatal("the prompt did not reach the model")
+	}
+	cfgPath := filepath.Join(e.home, "config.json5")
+	cfg := string(mustReadFile(t, cfgPath))
+	os.WriteFile(cfgPath, []byte(strings.Replace(cfg, fmt.Sprintf("port: %d", e.port), fmt.Sprintf("port: %d", taken.Addr().(*net.TCPAddr).Port), 1)), 0o600)
+	// The CLI reads the new port from the config: -g points it at the gateway.
+	cmd := exec.Command(e.bin, "-g", e.url(""), "gateway", "restart", "--timeout", "10")
+	cmd.Env = e.env
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "in use") {
+		t.Errorf("gateway restart onto a taken port: %v %s", err, out)
+	}
+	if o := <-inFlight; !strings.HasPrefix(o, "200 ") || !strings.Contains(o, `"response":"answer"`) {
+		t.Errorf("the prompt in flight ended with %s", o)
+	}
+	var health struct{ Status, Config string }
+	getJSON(t, e.url("/api/health"), &health)
+	if health.Status != "ok" || !strings.Contains(health.Config, "in use") {
+		t.Errorf("health after a restart onto a taken port: %+v", health)
+	}
+	log := string(mustReadFile(t, filepath.Join(e.home, "logs", "gateway.log")))
+	if !strings.Contains(log, "restart refused") || !strings.Contains(log, "in use") {
+		t.Errorf("gateway.log does not say the restart was refused:\n%s", log)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -111,8 +112,25 @@ type app struct {
 	gatewayFlagSet bool
 }
 
-// annotation marking commands that use $BEIGE_HOME and so run setup first.
-const needsHome = "beige/needs-home"
+// noSetup marks the commands that do not run first-run setup: they only
+// tell about beige itself (version), or are setup.
+const noSetup = "beige/no-setup"
+
+// runsSetup says whether cmd runs first-run setup first. The rule is one
+// for all: every command does (the spec: "any first command runs setup"),
+// but those marked noSetup and cobra's own help and completion commands.
+func runsSetup(cmd *cobra.Command) bool {
+	for c := cmd; c != nil; c = c.Parent() {
+		if c.Annotations[noSetup] != "" {
+			return false
+		}
+		switch c.Name() {
+		case "help", "completion", cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd:
+			return false
+		}
+	}
+	return true
+}
 
 func (a *app) rootCommand() *cobra.Command {
 	root := &cobra.Command{
@@ -130,7 +148,7 @@ $BEIGE_HOME/config.json5 unless -c says otherwise.`,
 		Version:       versionString(),
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			a.gatewayFlagSet = cmd.Flags().Changed("gateway")
-			if cmd.Annotations[needsHome] == "" {
+			if !runsSetup(cmd) {
 				return nil
 			}
 			return a.ensureHome()
@@ -168,9 +186,10 @@ func versionString() string {
 
 func (a *app) versionCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
+		Use:         "version",
+		Short:       "Print the version",
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{noSetup: "yes"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fmt.Fprintln(a.streams.Out, versionString())
 			return nil
@@ -199,14 +218,17 @@ func (a *app) config() (string, error) {
 	return h.Config(), nil
 }
 
-// ensureHome runs first-run setup when $BEIGE_HOME does not exist yet.
+// ensureHome runs first-run setup when $BEIGE_HOME has no config.json5
+// yet (it does not exist, or is an empty folder), and says so on stderr.
+// Setup writes the config, so this happens once, whatever the command and
+// whether or not -c names another config.
 func (a *app) ensureHome() error {
 	h, err := a.home()
 	if err != nil {
 		return err
 	}
-	if h.Exists() {
-		return nil
+	if _, err := os.Lstat(h.Config()); !errors.Is(err, fs.ErrNotExist) {
+		return nil // there, or unreadable: the command says what is wrong
 	}
 	created, err := setupHome(h)
 	if err != nil {

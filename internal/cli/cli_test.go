@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,8 +123,52 @@ func TestLazySetup(t *testing.T) {
 	}
 }
 
+// TestFirstRunSetupIsOneRule: on a fresh $BEIGE_HOME (missing, or an
+// empty folder) every command runs setup first and says so on stderr, once;
+// version, help and completion touch nothing.
+func TestFirstRunSetupIsOneRule(t *testing.T) {
+	t.Setenv("ANTHROPIC_API_KEY", "k")
+	for _, args := range [][]string{
+		{"config", "validate"},
+		{"config", "validate", "-c", filepath.Join(t.TempDir(), "other.json5")},
+		{"gateway", "status"},
+		{"gateway", "stop"},
+		{"gateway", "logs"},
+		{"-g", "http://127.0.0.1:1", "tui"},
+	} {
+		for _, empty := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/empty=%v", strings.Join(args, " "), empty), func(t *testing.T) {
+				home := withHome(t)
+				if empty {
+					os.Mkdir(home, 0o700)
+				}
+				_, _, errOut := run(t, args...)
+				if n := strings.Count(errOut, "first run: set up "+home); n != 1 {
+					t.Errorf("said %d times that it ran setup: %q", n, errOut)
+				}
+				if _, err := os.Stat(filepath.Join(home, "config.json5")); err != nil {
+					t.Errorf("no setup: %v", err)
+				}
+				if _, _, errOut := run(t, args...); strings.Contains(errOut, "first run") {
+					t.Errorf("setup ran again: %q", errOut)
+				}
+			})
+		}
+	}
+	for _, args := range [][]string{{"version"}, {"help"}, {"--help"}, {"completion", "bash"}, {"gateway", "status", "--help"}} {
+		home := withHome(t)
+		if _, _, errOut := run(t, args...); errOut != "" {
+			t.Errorf("%v: stderr %q", args, errOut)
+		}
+		if _, err := os.Stat(home); !os.IsNotExist(err) {
+			t.Errorf("%v made %s", args, home)
+		}
+	}
+}
+
 func TestValidateReportsEveryProblem(t *testing.T) {
 	withHome(t)
+	run(t, "setup") // so that stderr holds only the problems
 	dir := t.TempDir()
 	p := filepath.Join(dir, "c.json5")
 	os.WriteFile(p, []byte(`{

@@ -12,12 +12,15 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/gateway"
@@ -53,8 +56,7 @@ With --foreground it runs until Ctrl-C or SIGTERM, which drains in-flight
 calls (at most 10 s) and exits. The sandboxes are left running so that the
 next start re-attaches to them at once; they are removed when their agent
 is no longer in the config.`,
-		Args:        cobra.NoArgs,
-		Annotations: map[string]string{needsHome: "yes"},
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if foreground {
 				return a.runForeground(cmd.Context(), logLevel, daemon)
@@ -79,8 +81,7 @@ whose pid was reused by another program is removed, and nothing is
 signalled); after --timeout seconds it sends SIGKILL.
 The sandboxes keep running for the next start. Stopping a gateway that does
 not run is not an error.`,
-		Args:        cobra.NoArgs,
-		Annotations: map[string]string{needsHome: "yes"},
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.stopGateway(time.Duration(stopTimeout * float64(time.Second)))
 		},
@@ -93,8 +94,7 @@ not run is not an error.`,
 		Long: `Status prints the pid and uptime of the gateway, its API address, and each
 agent's model and sandbox state. It exits 0 when the gateway runs and is
 healthy, 1 when it runs but is not healthy, and 3 when it does not run.`,
-		Args:        cobra.NoArgs,
-		Annotations: map[string]string{needsHome: "yes"},
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.gatewayStatus()
 		},
@@ -107,8 +107,7 @@ healthy, 1 when it runs but is not healthy, and 3 when it does not run.`,
 it drains in-flight calls, reloads the config from disk and starts again,
 keeping the running gateway when the new config does not validate. When no
 gateway runs, it starts one in the background.`,
-		Args:        cobra.NoArgs,
-		Annotations: map[string]string{needsHome: "yes"},
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.restartGateway(logLevel, time.Duration(timeout*float64(time.Second)))
 		},
@@ -124,8 +123,7 @@ gateway runs, it starts one in the background.`,
 		Long: `Logs prints the end of the gateway log ($BEIGE_HOME/logs/gateway.log, or
 gateway.logFile) and, with -f, keeps printing new lines, across rotations,
 until Ctrl-C.`,
-		Args:        cobra.NoArgs,
-		Annotations: map[string]string{needsHome: "yes"},
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.gatewayLogs(cmd.Context(), follow, lines)
 		},
@@ -168,9 +166,14 @@ func (a *app) runForeground(ctx context.Context, level string, daemon bool) erro
 		return exitf(ExitFailure, "gateway log: %v", err)
 	}
 	defer logFile.Close()
-	var out io.Writer = logFile
-	if !daemon {
-		out = io.MultiWriter(a.streams.Err, logFile)
+	var out io.Writer = io.MultiWriter(a.streams.Err, logFile)
+	if daemon {
+		// Nobody reads a daemon's stderr: what the Go runtime writes there
+		// (a panic, a fatal error) and the last error Main prints go to the
+		// gateway log too, following it across rotations.
+		d := &daemonLog{File: logFile}
+		d.follow()
+		out = d
 	}
 	logger := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: lvl}))
 	logger.Info("starting gateway", "config", cfg.File, "home", h.Dir, "log", logPath, "pid", os.Getpid())
@@ -221,6 +224,64 @@ func writePIDFile(h home.Home) error {
 		err = os.WriteFile(h.PIDFile(), data, 0o600)
 	}
 	return err
+}
+
+// openAppend opens the log at path for appending, as logfile does (the
+// folder 0700, the file 0600).
+func openAppend(path string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create log folder: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// daemonLog is a background gateway's log. After each write it checks
+// that the process's stdout and stderr (file descriptors 1 and 2) are the
+// current log file and, after a rotation, points them at the new one: the
+// Go runtime writes a panic or a fatal error to descriptor 2, and nobody
+// else would see it.
+type daemonLog struct {
+	*logfile.File
+	mu  sync.Mutex
+	dev uint64 // the file descriptors 1 and 2 are (0: not yet)
+	ino uint64
+}
+
+func (d *daemonLog) Write(p []byte) (int, error) {
+	n, err := d.File.Write(p)
+	d.follow()
+	return n, err
+}
+
+// follow points descriptors 1 and 2 at the log file, unless they are
+// already. It does nothing when the file cannot be opened (the next write
+// tries again).
+func (d *daemonLog) follow() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var st unix.Stat_t
+	if err := unix.Stat(d.Path(), &st); err != nil {
+		return
+	}
+	if uint64(st.Dev) == d.dev && st.Ino == d.ino {
+		return
+	}
+	f, err := openAppend(d.Path())
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return
+	}
+	if unix.Dup2(int(f.Fd()), 1) != nil || unix.Dup2(int(f.Fd()), 2) != nil {
+		return
+	}
+	d.dev, d.ino = uint64(st.Dev), st.Ino
 }
 
 func logPathOf(cfg *config.Config, h home.Home) string {
@@ -313,13 +374,21 @@ func (a *app) startBackground(level string, timeout time.Duration) error {
 		return exitf(ExitFailure, "%v", err)
 	}
 	defer devnull.Close()
-	child.Stdin, child.Stdout, child.Stderr = devnull, devnull, devnull
+	logPath := logPathOf(cfg, h)
+	// The daemon's stdout and stderr go to its log from the start, so that
+	// an error before its logger is set up (or a panic) is there for
+	// `beige gateway logs` and for the tail printed below.
+	stderr, err := openAppend(logPath)
+	if err != nil {
+		return exitf(ExitFailure, "gateway log: %v", err)
+	}
+	defer stderr.Close()
+	child.Stdin, child.Stdout, child.Stderr = devnull, stderr, stderr
 	if err := child.Start(); err != nil {
 		return exitf(ExitFailure, "start the gateway: %v", err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- child.Wait() }()
-	logPath := logPathOf(cfg, h)
 	c := a.client(cfg, nil)
 	fmt.Fprintf(a.streams.Err, "starting the gateway (pid %d), waiting for %s/api/health ...\n", child.Process.Pid, c.base)
 	deadline := time.Now().Add(timeout)

@@ -19,11 +19,14 @@ func (a *app) setupCommand() *cobra.Command {
 		Long: `Setup creates the $BEIGE_HOME layout (default ~/.beige): config.json5 from a
 commented template, and the agents/, sockets/ (mode 0700), logs/, data/,
 sessions/ and tools/ folders. It never overwrites an existing config, so it
-is safe to run again. Other commands run it on first use. It also writes
-config.schema.json (the JSON Schema of the config, which the template's
-$schema points at, for editors) and the built-in plugins' documentation;
-both belong to this version of beige and are refreshed on every setup.`,
-		Args: cobra.NoArgs,
+is safe to run again. Every other command (but version, help and
+completion) runs it first when $BEIGE_HOME has no config.json5 yet, and
+says so. It also writes config.schema.json (the JSON Schema of the config,
+which the template's $schema points at, for editors) and the built-in
+plugins' documentation; both belong to this version of beige and are
+refreshed on every setup.`,
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{noSetup: "yes"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			h, err := a.home()
 			if err != nil {

@@ -63,6 +63,10 @@ type Options struct {
 	// Disk, if set, reports a problem with $BEIGE_HOME's disk ("" when
 	// none) for /api/health: the gateway's disk reserve (home.Reserve).
 	Disk interface{ Problem() string }
+
+	// listener, if set, is the API's listener, already bound (a restart
+	// onto a new address binds it before the old gateway stops).
+	listener net.Listener
 }
 
 // Gateway is a running gateway.
@@ -115,15 +119,7 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	if opts.Config == nil {
 		return nil, errors.New("gateway: no config")
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.DrainTimeout == 0 {
-		opts.DrainTimeout = 10 * time.Second
-	}
-	if opts.RestartDrainTimeout == 0 {
-		opts.RestartDrainTimeout = 3 * time.Second
-	}
+	opts.setDefaults()
 	cfg := opts.Config
 	g := &Gateway{
 		opts:    opts,
@@ -139,6 +135,14 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	defer func() {
 		if !ok {
 			g.Shutdown(context.Background())
+			// Shutdown closes the listener only once it is served.
+			if g.srv == nil {
+				if g.ln != nil {
+					g.ln.Close()
+				} else if opts.listener != nil {
+					opts.listener.Close()
+				}
+			}
 		}
 	}()
 
@@ -205,17 +209,24 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	}
 	g.runtime = g.opts.Runtime
 
-	addr := g.opts.Addr
-	if addr == "" {
-		addr = net.JoinHostPort(cfg.Gateway.Host, strconv.Itoa(cfg.Gateway.Port))
+	if g.opts.listener != nil {
+		g.ln = g.opts.listener
+	} else if g.ln, err = listen(g.opts.listenAddr()); err != nil {
+		return nil, err
 	}
-	g.ln, err = net.Listen("tcp", addr)
-	if err != nil {
-		if errors.Is(err, syscall.EADDRINUSE) {
-			return nil, fmt.Errorf("listen on %s: the address is in use (is another gateway running? try: beige gateway status)", addr)
+
+	g.settings = settings.Open(filepath.Join(g.home.SessionsDir(), "session-settings.json"), g.log.With("component", "settings"))
+	if err := g.openAgents(); err != nil {
+		return nil, err
+	}
+	for _, name := range cfg.AgentOrder {
+		a := newAgentRuntime(g, name, cfg.Agents[name])
+		g.agents[name] = a
+		if err := a.openToolBridge(); err != nil {
+			return nil, err
 		}
-		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
+	// Serve only now: the handlers read g.agents, g.manager and g.settings.
 	api := httpapi.New(g, httpapi.Options{Host: cfg.Gateway.Host, AuthToken: cfg.Gateway.AuthToken.Reveal(), Logger: g.log.With("component", "http")})
 	srv, ln := api.HTTPServer(g.ln, httpapi.ServeOptions{
 		MaxConns:    cfg.Gateway.HTTP.MaxConnections,
@@ -229,18 +240,6 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		}
 	}()
 	g.log.Info("listening", "url", "http://"+g.ln.Addr().String())
-
-	g.settings = settings.Open(filepath.Join(g.home.SessionsDir(), "session-settings.json"), g.log.With("component", "settings"))
-	if err := g.openAgents(); err != nil {
-		return nil, err
-	}
-	for _, name := range cfg.AgentOrder {
-		a := newAgentRuntime(g, name, cfg.Agents[name])
-		g.agents[name] = a
-		if err := a.openToolBridge(); err != nil {
-			return nil, err
-		}
-	}
 	if err := g.prepareSandboxes(ctx); err != nil {
 		return nil, err
 	}
@@ -253,6 +252,38 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	g.log.Info("gateway ready", "agents", len(g.agents), "startup", time.Since(g.started).Round(time.Millisecond))
 	ok = true
 	return g, nil
+}
+
+// setDefaults fills in the zero fields that have a default.
+func (o *Options) setDefaults() {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = 10 * time.Second
+	}
+	if o.RestartDrainTimeout == 0 {
+		o.RestartDrainTimeout = 3 * time.Second
+	}
+}
+
+// listenAddr is the address the API is to listen on.
+func (o *Options) listenAddr() string {
+	if o.Addr != "" {
+		return o.Addr
+	}
+	return net.JoinHostPort(o.Config.Gateway.Host, strconv.Itoa(o.Config.Gateway.Port))
+}
+
+func listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("listen on %s: the address is in use (is another gateway running? try: beige gateway status)", addr)
+		}
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return ln, nil
 }
 
 // prepareSandboxes ensures every agent's sandbox in parallel, then removes
@@ -382,10 +413,14 @@ func (g *Gateway) drain(ctx context.Context) {
 
 // Run starts the gateway and serves until ctx is done, then shuts down.
 // A restart (POST /api/gateway/restart) reloads the config: when it
-// validates, the gateway drains, stops and starts again on it; when it does
-// not, the running gateway stays up and /api/health and the log say why.
-// A new config that fails to start falls back to the one that ran.
+// validates, the gateway drains (at most RestartDrainTimeout), stops and
+// starts again on it; when it does not, the running gateway stays up and
+// /api/health and the log say why. A new address that cannot be bound (a
+// port in use) is found before the running gateway stops, which then keeps
+// serving; a new config that fails to start otherwise falls back to the one
+// that ran.
 func Run(ctx context.Context, opts Options) error {
+	opts.setDefaults()
 	g, err := Start(ctx, opts)
 	if err != nil {
 		return err
@@ -408,20 +443,32 @@ func Run(ctx context.Context, opts Options) error {
 			}
 			cfg = newCfg
 		}
-		g.log.Info("restarting", "config", cfg.File)
-		g.opts.DrainTimeout = opts.RestartDrainTimeout
-		g.Shutdown(context.Background())
 		next := opts
 		next.Config = cfg
-		ng, err := Start(ctx, next)
-		if err != nil {
-			g.log.Error("the new config did not start; starting again on the old one", "err", err)
-			if ng, err = Start(ctx, opts); err != nil {
-				return fmt.Errorf("restart: %w", err)
+		next.listener = nil
+		if addr := next.listenAddr(); addr != opts.listenAddr() {
+			ln, err := listen(addr)
+			if err != nil {
+				msg := "the reloaded config did not start: " + err.Error()
+				g.configErr.Store(&msg)
+				g.log.Error("restart refused: the new address cannot be bound; the gateway keeps running on the config it has", "err", err)
+				continue
 			}
-			msg := "the reloaded config did not start: " + err.Error()
+			next.listener = ln
+		}
+		g.log.Info("restarting", "config", cfg.File, "drainTimeout", opts.RestartDrainTimeout)
+		g.opts.DrainTimeout = opts.RestartDrainTimeout
+		g.Shutdown(context.Background())
+		ng, startErr := Start(ctx, next)
+		if startErr != nil {
+			g.log.Error("the new config did not start; starting again on the old one", "err", startErr)
+			if ng, err = Start(ctx, opts); err != nil {
+				return fmt.Errorf("restart on the old config after the new one failed (%v): %w", startErr, err)
+			}
+			msg := "the reloaded config did not start: " + startErr.Error()
 			ng.configErr.Store(&msg)
 		} else {
+			next.listener = nil // used; a later restart binds its own
 			opts = next
 		}
 		g = ng

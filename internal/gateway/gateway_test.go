@@ -72,6 +72,20 @@ type gatewaySetup struct {
 
 func startGatewayWith(t testing.TB, s gatewaySetup) *testGateway {
 	t.Helper()
+	tg := setUpGateway(t, s)
+	g, err := Start(context.Background(), tg.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Shutdown(context.Background()) })
+	tg.Gateway = g
+	return tg
+}
+
+// setUpGateway makes the home, config and options of a test gateway
+// without starting it (g.Gateway is nil).
+func setUpGateway(t testing.TB, s gatewaySetup) *testGateway {
+	t.Helper()
 	sandboxtest.RequireDocker(t)
 	image := sandboxtest.Image(t)
 	h := home.Home{Dir: t.TempDir()}
@@ -121,12 +135,7 @@ func startGatewayWith(t testing.TB, s gatewaySetup) *testGateway {
 	if s.options != nil {
 		s.options(&opts)
 	}
-	g, err := Start(context.Background(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.Shutdown(context.Background()) })
-	return &testGateway{Gateway: g, home: h, agents: agents, opts: opts, instance: instance}
+	return &testGateway{home: h, agents: agents, opts: opts, instance: instance}
 }
 
 // post sends body to path and decodes the JSON answer.

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"time"
 
@@ -25,7 +24,7 @@ func (g *Gateway) openLLM() error {
 	for name, p := range g.cfg.LLM.Providers {
 		client, err := llm.NewProvider(llm.ProviderConfig{Name: name, APIKey: p.APIKey.Reveal(), BaseURL: p.BaseURL, API: p.API})
 		if err != nil {
-			return fmt.Errorf("provider %q: %w", name, err)
+			return err // it names the provider already
 		}
 		g.providers[name] = client
 		limits[name] = p.Concurrency
