@@ -86,13 +86,17 @@ ensure_linters() {
 # them reports something: staticcheck (a wrong finding gets a
 # //lint:ignore CHECK reason), the nilness analyzer (nil values used; vet
 # does not run it), and deadcode -test (functions reachable neither from a
-# main nor from a test).
+# main nor from a test; of the build without tags).
 run_linters() {
 	local rc=0 dead
 	log "staticcheck"
 	staticcheck ./... || rc=1
 	log "nilness"
 	nilness ./... || rc=1
+	# The noop tool is built only with -tags benchplugins (go run ./bench).
+	log "staticcheck and nilness, -tags benchplugins"
+	GOFLAGS=-tags=benchplugins staticcheck ./internal/plugin/noop/ ./internal/plugin/builtin/ || rc=1
+	GOFLAGS=-tags=benchplugins nilness ./internal/plugin/noop/ ./internal/plugin/builtin/ || rc=1
 	log "deadcode -test"
 	dead="$(deadcode -test ./...)" || rc=1
 	if [ -n "$dead" ]; then
