@@ -1,5 +1,6 @@
 # Shared by .ci/run and scripts/run-gateway.sh: make sure a Docker engine
-# answers, installing Debian's docker.io and starting dockerd when needed.
+# answers, installing Debian's docker.io and starting dockerd when needed;
+# install and run the linters.
 # shellcheck shell=bash
 
 log() { printf '[beige] %s\n' "$*" >&2; }
@@ -60,4 +61,48 @@ ensure_tmux() {
 		log "installing tmux"
 		apt_install tmux
 	fi
+}
+
+# The linters CI runs, pinned. A fresh machine has only Go and the module
+# proxy, so ensure_linters builds them (go install, into LINT_BIN) and puts
+# them first on PATH.
+STATICCHECK_VERSION=v0.8.2  # honnef.co/go/tools
+XTOOLS_VERSION=v0.52.0      # golang.org/x/tools: nilness, deadcode
+LINT_BIN="${LINT_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/beige/lint-bin}"
+
+ensure_linters() {
+	mkdir -p "$LINT_BIN"
+	log "installing staticcheck $STATICCHECK_VERSION, nilness and deadcode (x/tools $XTOOLS_VERSION) into $LINT_BIN"
+	GOBIN="$LINT_BIN" GOFLAGS= go install \
+		"honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+	GOBIN="$LINT_BIN" GOFLAGS= go install \
+		"golang.org/x/tools/go/analysis/passes/nilness/cmd/nilness@$XTOOLS_VERSION" \
+		"golang.org/x/tools/cmd/deadcode@$XTOOLS_VERSION"
+	PATH="$LINT_BIN:$PATH"
+	export PATH
+}
+
+# run_linters runs every linter over the whole module and fails when any of
+# them reports something: staticcheck (a wrong finding gets a
+# //lint:ignore CHECK reason), the nilness analyzer (nil values used; vet
+# does not run it), and deadcode -test (functions reachable neither from a
+# main nor from a test; of the build without tags).
+run_linters() {
+	local rc=0 dead
+	log "staticcheck"
+	staticcheck ./... || rc=1
+	log "nilness"
+	nilness ./... || rc=1
+	# The noop tool is built only with -tags benchplugins (go run ./bench).
+	log "staticcheck and nilness, -tags benchplugins"
+	GOFLAGS=-tags=benchplugins staticcheck ./internal/plugin/noop/ ./internal/plugin/builtin/ || rc=1
+	GOFLAGS=-tags=benchplugins nilness ./internal/plugin/noop/ ./internal/plugin/builtin/ || rc=1
+	log "deadcode -test"
+	dead="$(deadcode -test ./...)" || rc=1
+	if [ -n "$dead" ]; then
+		printf '%s\n' "$dead" >&2
+		log "deadcode: remove the unreachable functions above"
+		rc=1
+	fi
+	return "$rc"
 }

@@ -47,11 +47,6 @@ func exitf(code int, format string, args ...any) error {
 	return &ExitError{Code: code, Err: fmt.Errorf(format, args...)}
 }
 
-// errNotImplemented is what commands that later work will fill in return.
-func errNotImplemented(cmd string) error {
-	return exitf(ExitUsage, "%s: not implemented yet", cmd)
-}
-
 // Streams are where a command reads and writes.
 type Streams struct {
 	In       io.Reader

@@ -97,11 +97,3 @@ func editDistance(a, b string) int {
 	}
 	return d[len(ra)][len(rb)]
 }
-
-func quoteList(words []string) string {
-	q := make([]string, len(words))
-	for i, w := range words {
-		q[i] = fmt.Sprintf("%q", w)
-	}
-	return strings.Join(q, ", ")
-}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -74,6 +75,7 @@ func TestHelperHoldConns(t *testing.T) {
 	}
 	fmt.Println("ready")
 	io.Copy(io.Discard, os.Stdin) // until the parent is done
+	runtime.KeepAlive(conns)      // else a GC may finalize, so close, them early
 	os.Exit(0)
 }
 

@@ -158,17 +158,6 @@ func (b *Builder) AppendToolCall(i int, s string) {
 	}
 }
 
-// ToolCallIndex returns the content index of the open tool call with the
-// given id, or -1.
-func (b *Builder) ToolCallIndex(id string) int {
-	for i, c := range b.msg.Content {
-		if c.Type == ContentToolCall && c.ID == id && b.blocks[i].open {
-			return i
-		}
-	}
-	return -1
-}
-
 // End closes block i and emits its _end event. Tool call arguments are
 // parsed here; text that is not a JSON object gives {} and is kept in
 // InvalidArguments.
@@ -208,13 +197,6 @@ func (b *Builder) EndAll() {
 
 // IsOpen reports whether block i is open.
 func (b *Builder) IsOpen(i int) bool { return i >= 0 && i < len(b.blocks) && b.blocks[i].open }
-
-// Len returns the number of blocks so far.
-func (b *Builder) Len() int { return len(b.msg.Content) }
-
-// Usage returns the usage so far, for the provider to update; call
-// SetUsage or ComputeCost after changing it.
-func (b *Builder) Usage() Usage { return b.msg.Usage }
 
 // SetUsage sets the token counts; the total and the cost are computed from
 // them and the model's prices.

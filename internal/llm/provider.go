@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"slices"
 	"sort"
 	"sync"
 )
@@ -168,9 +167,6 @@ func NewProvider(cfg ProviderConfig) (Provider, error) { return defaultRegistry.
 
 // HasAPI reports whether the default registry supports api.
 func HasAPI(api string) bool { return defaultRegistry.Has(api) }
-
-// APIs lists the APIs of the default registry.
-func APIs() []string { return slices.Clone(defaultRegistry.APIs()) }
 
 // CheckBaseURL reports whether s is an absolute http(s) URL, as a base URL
 // must be.

@@ -264,11 +264,13 @@ func (h *Host) load(name string, pc *config.Plugin, builtins map[string]Builtin)
 func newPlugin(b Builtin, env Env) (p Plugin, err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			//lint:ignore ST1005 New is the Builtin's method, named as it is spelled
 			err = fmt.Errorf("New panicked: %v", r)
 		}
 	}()
 	p, err = b.New(env)
 	if err == nil && p == nil {
+		//lint:ignore ST1005 New is the Builtin's method, named as it is spelled
 		err = errors.New("New returned no plugin")
 	}
 	return p, err

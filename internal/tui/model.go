@@ -553,11 +553,6 @@ func (m *model) print(items ...func() string) tea.Cmd {
 	return m.flush()
 }
 
-// printText queues a line of plain text.
-func (m *model) printText(s string) tea.Cmd {
-	return m.print(func() string { return s })
-}
-
 // flush prints the queue unless a batch is being printed; printedMsg
 // brings the next.
 func (m *model) flush() tea.Cmd {

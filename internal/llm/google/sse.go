@@ -72,7 +72,7 @@ func (r *sseReader) line(line []byte) {
 		field, value, found := bytes.Cut(line, []byte(":"))
 		if !found || string(field) != "data" {
 			if line[0] == '{' || line[0] == '[' { // a JSON line without a field
-				value, field = line, []byte("data")
+				value = line
 			} else {
 				return // event:, id:, retry: or unknown
 			}

@@ -288,13 +288,6 @@ func (s *Server) Count() int {
 	return len(s.reqs)
 }
 
-// Pending returns how many queued responses are left.
-func (s *Server) Pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.queue)
-}
-
 // InFlight returns how many requests are being answered now.
 func (s *Server) InFlight() int {
 	s.mu.Lock()

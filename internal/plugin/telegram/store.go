@@ -216,17 +216,6 @@ func (s *store) done(updateID int64) {
 	}
 }
 
-// pending returns the update ids queued, in order.
-func (s *store) pending() []int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []int64
-	for _, q := range s.state.Updates {
-		out = append(out, q.UpdateID)
-	}
-	return out
-}
-
 func (s *store) saveLocked() error {
 	if s.path == "" {
 		return nil
