@@ -94,6 +94,9 @@ func (h Home) ToolsDir() string { return h.path("tools") }
 //go:embed config.template.json5
 var configTemplate []byte
 
+// ConfigTemplate is the commented config that setup writes.
+func ConfigTemplate() []byte { return configTemplate }
+
 // Exists reports whether the home folder exists.
 func (h Home) Exists() bool {
 	_, err := os.Stat(h.Dir)
