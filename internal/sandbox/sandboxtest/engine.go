@@ -63,7 +63,7 @@ func StartEngine(t testing.TB) *Engine {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.cleanup)
-	cli, err := client.New(client.WithHost(e.Host), client.WithAPIVersionNegotiation())
+	cli, err := client.New(client.WithHost(e.Host))
 	if err != nil {
 		t.Fatalf("client of the private engine: %v", err)
 	}
@@ -71,9 +71,6 @@ func StartEngine(t testing.TB) *Engine {
 	e.Start()
 	return e
 }
-
-// Client returns a client of the engine.
-func (e *Engine) Client() *client.Client { return e.cli }
 
 // Start starts dockerd (again, on the same data root) and waits until it
 // answers; it returns the moment it first did.
