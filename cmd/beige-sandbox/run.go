@@ -47,6 +47,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				return 2
 			}
 			opts.User = u
+			if u.UID != 0 {
+				if err := helper.DropGroups(); err != nil {
+					fmt.Fprintf(stderr, "beige-sandbox serve: %v\n", err)
+					return 1
+				}
+			}
 		case len(args) != 2:
 			fmt.Fprint(stderr, usage)
 			return 2

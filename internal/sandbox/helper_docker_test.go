@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -87,7 +88,7 @@ func tryRootExec(t *testing.T, spec sandbox.Spec, cmd ...string) error {
 // or environment, stop it or trace it, and a concurrent call's result stays
 // intact while it tries.
 func TestHelperOutOfAgentsReach(t *testing.T) {
-	sb, _ := newAgentSandbox(t, "reach", nil)
+	sb, spec := newAgentSandbox(t, "reach", nil)
 	if got := sh(t, sb, "id -u; id -G"); got != "1000\n1000\n" {
 		t.Fatalf("agent code runs as %q, want uid 1000 with no other groups", got)
 	}
@@ -117,6 +118,18 @@ echo done`
 	wg.Wait()
 	if victimErr != nil || victim.ExitCode != 3 || string(victim.Output) != "tests failed\n" {
 		t.Errorf("concurrent call = %+v, %v; want its own exit 3 and output", victim, victimErr)
+	}
+	// The helper's own groups (root's) do not open files for the agent: a
+	// root:root 0640 file is as closed to the read tool as to agent code.
+	rootFile := filepath.Join(spec.Workspace, "root-group.txt")
+	if err := os.WriteFile(rootFile, []byte("root's group only"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(rootFile, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if data, _, err := sb.ReadFile(context.Background(), "root-group.txt", 100); err == nil {
+		t.Errorf("the read tool opened a root:root 0640 file the agent cannot read: %q", data)
 	}
 	// Files the helper writes belong to the agent.
 	if err := sb.WriteFile(context.Background(), "made/by/helper.txt", []byte("x")); err != nil {

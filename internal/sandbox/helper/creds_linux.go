@@ -26,6 +26,18 @@ func Harden() error {
 	return nil
 }
 
+// DropGroups drops the helper's own supplementary groups (root's, from the
+// image's /etc/group), which would still count in the permission checks of
+// file operations made with the agent's fsuid and fsgid: read and write can
+// then open only what the agent itself could. `serve --user` calls it for
+// a non-root user (in every thread, as Go's Setgroups does).
+func DropGroups() error {
+	if err := syscall.Setgroups(nil); err != nil {
+		return fmt.Errorf("drop the helper's supplementary groups: %w", err)
+	}
+	return nil
+}
+
 // setupUser decides how s switches to u. A nil u, or uid 0, runs everything
 // with the helper's own credentials (as before users existed). Switching to
 // another user needs root (CAP_SETUID and CAP_SETGID).
