@@ -82,24 +82,11 @@ func openSessionMap(dir string, log *slog.Logger) (map[string]mapEntry, error) {
 // first one that does not parse.
 func salvageSessionMap(data []byte) map[string]mapEntry {
 	out := map[string]mapEntry{}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return out
-	}
-	for dec.More() {
-		t, err := dec.Token()
-		key, ok := t.(string)
-		if err != nil || !ok {
-			break
-		}
-		var e mapEntry
-		if err := dec.Decode(&e); err != nil {
-			break
-		}
+	home.SalvageEntries(json.NewDecoder(bytes.NewReader(data)), func(key string, e mapEntry) {
 		if key != "" && e.AgentName != "" && e.SessionFile != "" {
 			out[key] = e
 		}
-	}
+	})
 	return out
 }
 

@@ -166,37 +166,24 @@ func salvageHealth(data []byte, now time.Time) map[string]*healthEntry {
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return out
 	}
-	for dec.More() {
+	for dec.More() { // the top level: only "providers" holds entries
 		t, err := dec.Token()
 		name, ok := t.(string)
 		if err != nil || !ok {
 			return out
 		}
-		if name != "providers" {
-			var skip json.RawMessage
-			if dec.Decode(&skip) != nil {
-				return out
-			}
-			continue
-		}
-		if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		if name == "providers" {
+			home.SalvageEntries(dec, func(key string, fe healthFileEntry) {
+				if key != "" {
+					out[key] = entryFromFile(fe, now)
+				}
+			})
 			return out
 		}
-		for dec.More() {
-			t, err := dec.Token()
-			key, ok := t.(string)
-			if err != nil || !ok {
-				return out
-			}
-			var fe healthFileEntry
-			if dec.Decode(&fe) != nil {
-				return out
-			}
-			if key != "" {
-				out[key] = entryFromFile(fe, now)
-			}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return out
 		}
-		return out
 	}
 	return out
 }

@@ -72,24 +72,11 @@ func Open(path string, log *slog.Logger) *Store {
 // one that does not parse.
 func salvage(data []byte) map[string]map[string]any {
 	out := map[string]map[string]any{}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return out
-	}
-	for dec.More() {
-		t, err := dec.Token()
-		key, ok := t.(string)
-		if err != nil || !ok {
-			break
-		}
-		var v map[string]any
-		if err := dec.Decode(&v); err != nil {
-			break
-		}
+	home.SalvageEntries(json.NewDecoder(bytes.NewReader(data)), func(key string, v map[string]any) {
 		if key != "" && len(v) > 0 {
 			out[key] = v
 		}
-	}
+	})
 	return out
 }
 
