@@ -442,12 +442,21 @@ func (m *Manager) Compact(ctx context.Context, agent, sessionKey string) (*Compa
 	return c, err
 }
 
-// SessionInfo is one session of GET /api/agents/:name/sessions.
+// SessionInfo is one session of GET /api/agents/:name/sessions: the spec's
+// fields, then the original Beige's (sessionFile, sessionId, agentName,
+// firstMessage), for the scripts written against it.
 type SessionInfo struct {
 	ID        string `json:"id"` // the session key
 	File      string `json:"file"`
 	CreatedAt string `json:"createdAt"`
 	UpdatedAt string `json:"updatedAt"`
+
+	SessionFile string `json:"sessionFile"` // = File
+	SessionID   string `json:"sessionId"`   // the file's name without .jsonl
+	AgentName   string `json:"agentName"`
+	// FirstMessage is the text of the session's first user message, cut to
+	// 100 characters; "(session)" when there is none.
+	FirstMessage string `json:"firstMessage"`
 }
 
 // Sessions lists the sessions of agent from the session map, the most
@@ -461,7 +470,8 @@ func (m *Manager) Sessions(ctx context.Context, agent string) ([]SessionInfo, er
 	var out []SessionInfo
 	for key, e := range m.index {
 		if e.AgentName == agent {
-			out = append(out, SessionInfo{ID: key, File: e.SessionFile, CreatedAt: e.CreatedAt, UpdatedAt: e.CreatedAt})
+			out = append(out, SessionInfo{ID: key, File: e.SessionFile, CreatedAt: e.CreatedAt, UpdatedAt: e.CreatedAt,
+				SessionFile: e.SessionFile, SessionID: sessionID(e.SessionFile), AgentName: agent})
 		}
 	}
 	m.mu.Unlock()
@@ -470,6 +480,7 @@ func (m *Manager) Sessions(ctx context.Context, agent string) ([]SessionInfo, er
 		if fi, err := os.Stat(out[i].File); err == nil && fi.ModTime().UnixMilli() > millis(out[i].CreatedAt) {
 			out[i].UpdatedAt = isoTime(fi.ModTime())
 		}
+		out[i].FirstMessage = firstMessage(out[i].File)
 	}
 	slices.SortFunc(out, func(a, b SessionInfo) int {
 		if c := strings.Compare(b.UpdatedAt, a.UpdatedAt); c != 0 {

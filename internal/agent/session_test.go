@@ -245,7 +245,7 @@ func TestSessionMapAndList(t *testing.T) {
 	b, _ := json.Marshal(list[0])
 	var keys map[string]any
 	json.Unmarshal(b, &keys)
-	if len(keys) != 4 || keys["id"] == nil || keys["file"] == nil || keys["createdAt"] == nil || keys["updatedAt"] == nil {
+	if len(keys) != 8 || keys["id"] == nil || keys["file"] == nil || keys["createdAt"] == nil || keys["updatedAt"] == nil {
 		t.Errorf("JSON %s", b)
 	}
 

@@ -52,10 +52,11 @@ const (
 // records, PhaseStarted before it runs and PhaseFinished after; a call that is
 // denied gives one PhaseFinished record with DecisionDenied.
 //
-// The shape of Args depends on Type: for TypeTool it is the argument vector
-// the launcher was given (a JSON array of strings, see StringArgs); for
-// TypeCoreTool it is the tool's parameters as a JSON object, with bulk text
-// (write content, patch oldText/newText) replaced by its size in bytes.
+// Args of TypeTool and TypeCoreTool records is a JSON array of strings (see
+// StringArgs), as in the original Beige's audit log: for a plugin tool the
+// argument vector the launcher was given; for a core tool [path] (read,
+// patch), [path, "(N bytes)"] (write: the content's size, not the content)
+// or [command] (exec).
 type Record struct {
 	// Time is when the record was made; Log sets it when zero. It is written
 	// in UTC with milliseconds: "2026-03-05T00:00:00.000Z".

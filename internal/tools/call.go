@@ -7,10 +7,12 @@ package tools
 
 import (
 	"encoding/json"
+	"fmt"
 	"path"
 	"strings"
 	"time"
 
+	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/sandbox"
 )
 
@@ -44,8 +46,8 @@ type Call interface {
 	Tool() string
 	// check resolves relative paths and checks the bounds that Decode checks.
 	check() error
-	// auditArgs returns the call's parameters for the audit log, with bulk
-	// text replaced by its size.
+	// auditArgs returns the call's args for the audit log, a JSON array of
+	// strings, with bulk text replaced by its size.
 	auditArgs() json.RawMessage
 }
 
@@ -163,40 +165,18 @@ func resolvePath(p string) (string, error) {
 	return path.Clean(p), nil
 }
 
-func (c *ReadCall) auditArgs() json.RawMessage {
-	return marshal(struct {
-		Path   string `json:"path"`
-		Offset int    `json:"offset,omitempty"`
-		Limit  int    `json:"limit,omitempty"`
-	}{c.Path, c.Offset, c.Limit})
-}
+// The audit args of the core tools are a JSON array of strings, the shape
+// of the spec's audit format and of the original Beige's records, so a
+// script that reads args as a list works for every type: [path] for read
+// and patch, [path, "(N bytes)"] for write (the content's size, never the
+// content), [command] for exec.
+
+func (c *ReadCall) auditArgs() json.RawMessage { return audit.StringArgs([]string{c.Path}) }
 
 func (c *WriteCall) auditArgs() json.RawMessage {
-	return marshal(struct {
-		Path         string `json:"path"`
-		ContentBytes int    `json:"contentBytes"`
-	}{c.Path, len(c.Content)})
+	return audit.StringArgs([]string{c.Path, fmt.Sprintf("(%d bytes)", len(c.Content))})
 }
 
-func (c *PatchCall) auditArgs() json.RawMessage {
-	return marshal(struct {
-		Path         string `json:"path"`
-		OldTextBytes int    `json:"oldTextBytes"`
-		NewTextBytes int    `json:"newTextBytes"`
-	}{c.Path, len(c.OldText), len(c.NewText)})
-}
+func (c *PatchCall) auditArgs() json.RawMessage { return audit.StringArgs([]string{c.Path}) }
 
-func (c *ExecCall) auditArgs() json.RawMessage {
-	return marshal(struct {
-		Command string  `json:"command"`
-		Timeout float64 `json:"timeout,omitempty"` // seconds
-	}{c.Command, c.Timeout.Seconds()})
-}
-
-func marshal(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil { // strings and numbers only: cannot happen
-		panic(err)
-	}
-	return b
-}
+func (c *ExecCall) auditArgs() json.RawMessage { return audit.StringArgs([]string{c.Command}) }
