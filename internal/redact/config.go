@@ -12,7 +12,8 @@ import (
 // (llm.providers.<name>.apiKey), gateway.authToken, and every string value in
 // plugins.<name>.config and agents.<name>.pluginConfigs.<plugin> whose key
 // (at any depth) looks secret: contains token, key, secret, password or
-// passwd, in any case. Nil when there is none of MinLen bytes or more.
+// passwd, in any case; and every ${VAR}-interpolated string in those plugin
+// configs, named by its JSON path. Nil when there is none of MinLen bytes or more.
 func FromConfig(cfg *config.Config) *Redactor {
 	if cfg == nil {
 		return nil
@@ -36,6 +37,14 @@ func FromConfig(cfg *config.Config) *Redactor {
 		}
 		for _, pn := range sortedKeys(a.PluginConfigs) {
 			ss = walk(ss, "agents."+an+".pluginConfigs."+pn, a.PluginConfigs[pn], false)
+		}
+	}
+	// Any ${VAR}-interpolated value in a plugin's config: what is kept in
+	// the environment rather than the file is taken to be secret.
+	for _, path := range sortedKeys(cfg.Interpolated) {
+		if strings.HasPrefix(path, "plugins.") && strings.Contains(path, ".config") ||
+			strings.HasPrefix(path, "agents.") && strings.Contains(path, ".pluginConfigs") {
+			ss = append(ss, Secret{path, cfg.Interpolated[path]})
 		}
 	}
 	return New(ss)

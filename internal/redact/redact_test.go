@@ -91,10 +91,11 @@ func TestHandler(t *testing.T) {
 func TestFromConfig(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("BEIGE_TEST_REDACT_TG", "tg-bot-token-from-env")
+	t.Setenv("BEIGE_TEST_REDACT_CHAT", "chat-id-from-the-env")
 	cfgText := `{
 	  llm: { providers: { anthropic: { apiKey: 'sk-ant-providerkey' }, openai: { apiKey: 'x' } } },
 	  gateway: { authToken: 'gateway-auth-token' },
-	  plugins: { telegram: { config: { botToken: '${BEIGE_TEST_REDACT_TG}', chatName: 'not-a-secret-value',
+	  plugins: { telegram: { config: { botToken: '${BEIGE_TEST_REDACT_TG}', chatName: 'not-a-secret-value', chatId: '${BEIGE_TEST_REDACT_CHAT}',
 	    nested: { apiKeys: ['list-secret-1', 'list-secret-2'] } } } },
 	  agents: { a: { model: { provider: 'anthropic', model: 'm' }, sandbox: { image: 'i' },
 	    pluginConfigs: { telegram: { clientSecret: 'agent-client-secret' } } } },
@@ -113,13 +114,14 @@ func TestFromConfig(t *testing.T) {
 		"gateway.authToken",
 		"llm.providers.anthropic.apiKey",
 		"plugins.telegram.config.botToken",
+		"plugins.telegram.config.chatId",
 		"plugins.telegram.config.nested.apiKeys.0",
 		"plugins.telegram.config.nested.apiKeys.1",
 	}
 	if got := r.Names(); !equal(got, want) {
 		t.Errorf("Names() = %q, want %q", got, want)
 	}
-	if got := r.String("tg-bot-token-from-env not-a-secret-value"); got != "[redacted:plugins.telegram.config.botToken] not-a-secret-value" {
+	if got := r.String("tg-bot-token-from-env not-a-secret-value chat-id-from-the-env"); got != "[redacted:plugins.telegram.config.botToken] not-a-secret-value [redacted:plugins.telegram.config.chatId]" {
 		t.Errorf("got %q", got)
 	}
 }
