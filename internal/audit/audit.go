@@ -136,6 +136,16 @@ type Options struct {
 	// is already cut off again); when it returns true (e.g. it freed the
 	// gateway's disk reserve on a full disk) the write is tried once more.
 	OnWriteError func(error) bool
+	// Redactor, if set, replaces configured secret values in each record's
+	// Args and Error before the record is bounded and written (see
+	// internal/redact).
+	Redactor Redactor
+}
+
+// Redactor replaces secret values in text and in JSON (see redact.Redactor).
+type Redactor interface {
+	String(string) string
+	JSON(json.RawMessage) json.RawMessage
 }
 
 // ErrClosed is returned by Log after Close.
@@ -148,6 +158,7 @@ type Logger struct {
 	file    *logfile.File
 	now     func() time.Time // for tests
 	onError func(error) bool
+	redact  Redactor // nil: none
 }
 
 // Open opens (creating if needed) the audit log at path, for appending. The
@@ -169,7 +180,7 @@ func Open(path string, opts *Options) (*Logger, error) {
 		o.Logger.Warn("the audit log ended in a torn record (a crash or a full disk cut a write short); it stays as it is and the log goes on on the next line",
 			"path", path, "offset", off, "bytes", n)
 	}
-	return &Logger{file: f, now: time.Now, onError: o.OnWriteError}, nil
+	return &Logger{file: f, now: time.Now, onError: o.OnWriteError, redact: o.Redactor}, nil
 }
 
 // Path returns the path of the current log file.
@@ -183,6 +194,11 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }
 func (l *Logger) Log(rec Record) error {
 	if rec.Time.IsZero() {
 		rec.Time = l.now()
+	}
+	if l.redact != nil {
+		// Before bound, so that a cut never leaves half a secret behind.
+		rec.Args = l.redact.JSON(rec.Args)
+		rec.Error = l.redact.String(rec.Error)
 	}
 	if err := rec.bound(); err != nil {
 		return fmt.Errorf("audit: args of %s: %w", cut(rec.Tool, MaxNameBytes), err)

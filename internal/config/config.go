@@ -34,6 +34,9 @@ type Config struct {
 	AgentOrder  []string `json:"-"`
 	// Hash identifies the file's content, to tell whether a reload changed it.
 	Hash string `json:"-"`
+	// Interpolated maps the JSON path of every string value that had a
+	// ${VAR} reference to its value, for internal/redact.
+	Interpolated map[string]string `json:"-"`
 }
 
 // LLM holds the model providers.

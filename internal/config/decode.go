@@ -19,7 +19,8 @@ type decoder struct {
 	dir    string
 	lookup func(string) (string, bool) // environment
 	errs   ErrorList
-	pos    map[string]Pos // JSON path -> where its value starts
+	pos    map[string]Pos    // JSON path -> where its value starts
+	interp map[string]string // JSON path -> value of a string that had ${VAR}
 }
 
 func (d *decoder) errorf(pos Pos, path, format string, args ...any) {
@@ -151,6 +152,9 @@ func (d *decoder) str(n *node, path string) (string, bool) {
 	if err != nil {
 		d.errorf(n.pos, path, "%v", err)
 		return "", false
+	}
+	if s != n.str && d.interp != nil {
+		d.interp[path] = s
 	}
 	return s, true
 }

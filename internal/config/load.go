@@ -111,7 +111,7 @@ func Parse(path string, data []byte, opts *LoadOptions) (*Config, error) {
 		e.File = path
 		return nil, ErrorList{e}
 	}
-	d := &decoder{file: path, dir: filepath.Dir(abs), lookup: lookup, pos: map[string]Pos{}}
+	d := &decoder{file: path, dir: filepath.Dir(abs), lookup: lookup, pos: map[string]Pos{}, interp: map[string]string{}}
 	cfg := &Config{}
 	if root.kind != kindObject {
 		d.errorf(root.pos, "", "the config must be an object ({ llm: ..., agents: ... }), got %s", root.kind)
@@ -119,6 +119,7 @@ func Parse(path string, data []byte, opts *LoadOptions) (*Config, error) {
 	}
 	d.decode(root, "", reflect.ValueOf(cfg).Elem())
 	cfg.File, cfg.Dir = abs, filepath.Dir(abs)
+	cfg.Interpolated = d.interp
 	sum := sha256.Sum256(data)
 	cfg.Hash = hex.EncodeToString(sum[:])
 	if n := root.get("plugins"); n != nil && n.kind == kindObject {

@@ -32,6 +32,7 @@ import (
 	"github.com/beige-dev/beige/internal/plugin"
 	_ "github.com/beige-dev/beige/internal/plugin/builtin" // the built-in plugins
 	"github.com/beige-dev/beige/internal/policy"
+	"github.com/beige-dev/beige/internal/redact"
 	"github.com/beige-dev/beige/internal/routing"
 	"github.com/beige-dev/beige/internal/sandbox"
 	"github.com/beige-dev/beige/internal/settings"
@@ -121,10 +122,13 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	}
 	opts.setDefaults()
 	cfg := opts.Config
+	// Configured secrets never reach the log, the audit log or a tool's
+	// result (issue #15): one Redactor per config, nil when none is set.
+	red := redact.FromConfig(cfg)
 	g := &Gateway{
 		opts:    opts,
 		cfg:     cfg,
-		log:     opts.Logger,
+		log:     slog.New(red.Handler(opts.Logger.Handler())),
 		home:    opts.Home,
 		agents:  map[string]*agentRuntime{},
 		started: time.Now(),
@@ -165,7 +169,7 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		auditSize = cfg.Gateway.Log.MaxSizeBytes
 	}
 	g.audit, err = audit.Open(g.home.AuditLog(), &audit.Options{MaxSizeBytes: auditSize, MaxFiles: cfg.Gateway.Audit.MaxFiles,
-		Logger: g.log.With("component", "audit"), OnWriteError: home.ReleaseOnFull})
+		Logger: g.log.With("component", "audit"), OnWriteError: home.ReleaseOnFull, Redactor: auditRedactor(red)})
 	if err != nil {
 		return nil, fmt.Errorf("open audit log: %w", err)
 	}
@@ -178,6 +182,9 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	}
 	g.policy = policy.New(tools)
 	g.runner = newRunner(g.audit, g.policy, g.log)
+	if red != nil {
+		g.runner.SetRedact(red.String)
+	}
 	g.runner.SetCallTokens(g.callToken)
 	g.catalogue = newCatalogue(cfg)
 	if err := g.openLLM(); err != nil {
@@ -501,4 +508,13 @@ func (g *Gateway) freeze(ctx context.Context, agent string) (func(), error) {
 		return nil, fmt.Errorf("the sandbox of agent %q cannot be frozen", agent)
 	}
 	return f.Freeze(ctx)
+}
+
+// auditRedactor is red as an audit.Redactor; nil (not a typed nil) when no
+// secret is configured.
+func auditRedactor(red *redact.Redactor) audit.Redactor {
+	if red == nil {
+		return nil
+	}
+	return red
 }

@@ -33,8 +33,13 @@ type Runner struct {
 	locks pathLocks
 	now   func() time.Time // for tests
 
-	callTokens CallTokens // nil: exec commands get no call token
+	callTokens CallTokens          // nil: exec commands get no call token
+	redact     func(string) string // nil: results are not redacted
 }
+
+// SetRedact makes every result text pass through f (redact.Redactor.String)
+// before it goes back to the caller. Call it before the Runner is used.
+func (r *Runner) SetRedact(f func(string) string) { r.redact = f }
 
 // CallTokens registers sc as the session of the tool calls made by the one
 // exec command about to start for agent, and returns the secret token the
@@ -168,6 +173,11 @@ func (r *Runner) Run(ctx context.Context, inv Invocation) (proto.ToolResult, err
 		return proto.ToolResult{}, err
 	}
 	r.log.Debug("core tool", "agent", inv.Agent, "tool", tool, "duration", dur, "isError", out.res.IsError)
+	if r.redact != nil {
+		for i := range out.res.Content {
+			out.res.Content[i].Text = r.redact(out.res.Content[i].Text)
+		}
+	}
 	return out.res, nil
 }
 
