@@ -220,4 +220,3 @@ func injectedHeaders(creds []Credential) string {
 	}
 	return strings.Join(hs, ",")
 }
-
