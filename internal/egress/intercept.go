@@ -220,3 +220,16 @@ func injectedHeaders(creds []Credential) string {
 	}
 	return strings.Join(hs, ",")
 }
+
+// CredentialHost checks the host of a credential: a DNS name (no address,
+// wildcard or port), returned normalised.
+func CredentialHost(s string) (string, error) {
+	if strings.ContainsAny(s, ":*/[]") {
+		return "", fmt.Errorf("want a host name without wildcard or port, got %q", s)
+	}
+	t, err := parseHostPort(s, 443)
+	if err != nil || t.Name == "" {
+		return "", fmt.Errorf("want a host name (not an address), got %q", s)
+	}
+	return t.Name, nil
+}
