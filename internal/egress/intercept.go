@@ -69,12 +69,7 @@ func (p *Proxy) intercept(client net.Conn, br *bufio.Reader, up net.Conn, t Targ
 	if err := utls.HandshakeContext(context.Background()); err != nil {
 		return fmt.Errorf("TLS to %s: %w", t.Name, err)
 	}
-	secrets := make([][]byte, 0, len(creds))
-	for _, c := range p.opts.Credentials {
-		if c.Value != "" {
-			secrets = append(secrets, []byte(c.Value))
-		}
-	}
+	secrets := secretsOf(p.opts.Credentials)
 	cr := bufio.NewReader(ctls)
 	ur := bufio.NewReader(utls)
 	host := t.Name
@@ -91,6 +86,11 @@ func (p *Proxy) intercept(client net.Conn, br *bufio.Reader, up net.Conn, t Targ
 		// sandbox wrote.
 		req.Host = host
 		req.Header.Del("Accept-Encoding") // an encoded echo could not be redacted
+		// No protocol switch (the relay after it would not be redacted) and
+		// no 100 Continue (this loop reads one response per request).
+		req.Header.Del("Upgrade")
+		req.Header.Del("Connection")
+		req.Header.Del("Expect")
 		for _, c := range creds {
 			req.Header.Set(c.Header, c.Value)
 		}
@@ -101,6 +101,10 @@ func (p *Proxy) intercept(client net.Conn, br *bufio.Reader, up net.Conn, t Targ
 		resp, err := http.ReadResponse(ur, req)
 		if err != nil {
 			return fmt.Errorf("read response from %s: %w", t.Name, err)
+		}
+		if resp.StatusCode < 200 {
+			resp.Body.Close()
+			return fmt.Errorf("%s answered %s, which an intercepted connection does not relay", t.Name, resp.Status)
 		}
 		for k, vs := range resp.Header {
 			for i, v := range vs {
@@ -146,6 +150,27 @@ func (c *countConn) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
 	c.down.Add(int64(n))
 	return n, err
+}
+
+// secretsOf lists what is masked in responses: each credential value and
+// each space-separated word of it of 8 bytes or more (the token of
+// "Bearer <token>", which a server may echo alone).
+func secretsOf(creds []Credential) [][]byte {
+	var out [][]byte
+	for _, c := range creds {
+		if c.Value == "" {
+			continue
+		}
+		out = append(out, []byte(c.Value))
+		if f := strings.Fields(c.Value); len(f) > 1 {
+			for _, w := range f {
+				if len(w) >= 8 {
+					out = append(out, []byte(w))
+				}
+			}
+		}
+	}
+	return out
 }
 
 func maxLen(ss [][]byte) int {
