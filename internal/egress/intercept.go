@@ -181,29 +181,50 @@ func maxLen(ss [][]byte) int {
 	return m
 }
 
-// redact replaces every secret in b with as many '*' (same length, so a
-// Content-Length stays right).
+// redact replaces every occurrence of every secret in b (found in the
+// original bytes, overlaps included) with as many '*': same length, so a
+// Content-Length stays right.
 func redact(b []byte, secrets [][]byte) []byte {
-	for _, s := range secrets {
-		for {
-			i := bytes.Index(b, s)
-			if i < 0 {
-				break
-			}
-			copy(b[i:i+len(s)], bytes.Repeat([]byte{'*'}, len(s)))
-		}
-	}
+	mask := make([]bool, len(b))
+	markSecrets(b, mask, secrets)
+	applyMask(b, mask)
 	return b
 }
 
-// redactReader masks secrets in a stream, holding back the last keep
-// bytes until more arrive so that a secret split across reads is caught.
+func markSecrets(b []byte, mask []bool, secrets [][]byte) {
+	for _, s := range secrets {
+		for off := 0; ; {
+			i := bytes.Index(b[off:], s)
+			if i < 0 {
+				break
+			}
+			for j := off + i; j < off+i+len(s); j++ {
+				mask[j] = true
+			}
+			off += i + 1
+		}
+	}
+}
+
+func applyMask(b []byte, mask []bool) {
+	for i, m := range mask {
+		if m {
+			b[i] = '*'
+		}
+	}
+}
+
+// redactReader masks secrets in a stream. It keeps the original bytes of
+// the last keep (longest secret - 1) bytes until more arrive, so that a
+// secret split across reads, or overlapping another, is found as in the
+// whole body.
 type redactReader struct {
 	r       io.Reader
 	c       io.Closer
 	secrets [][]byte
 	keep    int
-	buf     []byte
+	buf     []byte // original bytes not yet given out
+	mask    []bool // which of buf are part of a secret
 	out     []byte
 	eof     bool
 }
@@ -214,25 +235,35 @@ func (r *redactReader) Read(b []byte) (int, error) {
 			if len(r.buf) == 0 {
 				return 0, io.EOF
 			}
-			r.out, r.buf = r.buf, nil
+			r.emit(len(r.buf))
 			break
 		}
 		chunk := make([]byte, 32<<10)
 		n, err := r.r.Read(chunk)
-		r.buf = redact(append(r.buf, chunk[:n]...), r.secrets)
+		r.buf = append(r.buf, chunk[:n]...)
+		r.mask = append(r.mask, make([]bool, n)...)
+		markSecrets(r.buf, r.mask, r.secrets)
 		if err == io.EOF {
 			r.eof = true
 		} else if err != nil {
 			return 0, err
 		}
-		if safe := len(r.buf) - r.keep; safe > 0 {
-			r.out = append([]byte(nil), r.buf[:safe]...)
-			r.buf = append(r.buf[:0:0], r.buf[safe:]...)
+		if safe := len(r.buf) - r.keep; safe > 0 && !r.eof {
+			r.emit(safe)
 		}
 	}
 	n := copy(b, r.out)
 	r.out = r.out[n:]
 	return n, nil
+}
+
+// emit gives out the first n bytes of buf, masked.
+func (r *redactReader) emit(n int) {
+	out := append([]byte(nil), r.buf[:n]...)
+	applyMask(out, r.mask[:n])
+	r.out = out
+	r.buf = append(r.buf[:0:0], r.buf[n:]...)
+	r.mask = append(r.mask[:0:0], r.mask[n:]...)
 }
 
 func (r *redactReader) Close() error { return r.c.Close() }

@@ -193,3 +193,28 @@ func TestLoadOrCreateCA(t *testing.T) {
 		t.Error("a CA without its key was accepted")
 	}
 }
+
+// FuzzRedactReader: however the upstream's bytes are split, the stream
+// the sandbox gets is the whole body with every secret masked.
+func FuzzRedactReader(f *testing.F) {
+	f.Add([]byte("xxTOKEN123yyTOKEN123"), uint8(1))
+	f.Add([]byte("TOKETOKEN123N123"), uint8(3))
+	f.Fuzz(func(t *testing.T, in []byte, chunk uint8) {
+		secrets := [][]byte{[]byte("TOKEN123"), []byte("N12")}
+		want := redact(append([]byte(nil), in...), secrets)
+		var src io.Reader = bytes.NewReader(in)
+		if chunk%2 == 0 {
+			src = iotest.OneByteReader(src)
+		} else {
+			src = iotest.HalfReader(src)
+		}
+		r := &redactReader{r: src, c: io.NopCloser(nil), secrets: secrets, keep: maxLen(secrets) - 1}
+		got, err := io.ReadAll(r)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("got %q, %v; want %q", got, err, want)
+		}
+		if bytes.Contains(got, []byte("TOKEN123")) {
+			t.Fatalf("secret left in %q", got)
+		}
+	})
+}
