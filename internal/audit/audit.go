@@ -99,6 +99,9 @@ type Record struct {
 	Rule      string `json:"rule,omitempty"`
 	BytesUp   *int64 `json:"bytesUp,omitempty"`
 	BytesDown *int64 `json:"bytesDown,omitempty"`
+	// Injected names the headers the egress proxy added to an intercepted
+	// connection (sandbox.egress.credentials); never their values.
+	Injected string `json:"injected,omitempty"`
 }
 
 // StringArgs returns args as a JSON array of strings, the Args of a plugin

@@ -79,6 +79,7 @@ func (r Record) appendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"bytesDown":`...)
 		b = strconv.AppendInt(b, *r.BytesDown, 10)
 	}
+	b = appendField(b, "injected", r.Injected, false)
 	return append(b, '}'), nil
 }
 

@@ -192,6 +192,19 @@ type Egress struct {
 	Allow []string `json:"allow"`
 	// Deny lists what may not, by name or by (resolved) address.
 	Deny []string `json:"deny"`
+	// Credentials are headers the egress proxy adds to every HTTPS request
+	// to their host (port 443). For those hosts only, the proxy terminates
+	// TLS with the home's CA ($BEIGE_HOME/data/egress-ca), which sandboxes
+	// trust; the value ("Bearer ${GITHUB_TOKEN}") never enters the sandbox
+	// and is masked in the responses. The host must still be allowed.
+	Credentials []EgressCredential `json:"credentials"`
+}
+
+// EgressCredential is one entry of sandbox.egress.credentials.
+type EgressCredential struct {
+	Host   string `json:"host"`   // a DNS name, no wildcard, no port
+	Header string `json:"header"` // e.g. "Authorization"
+	Value  string `json:"value"`  // usually "${SOME_ENV_VAR}"
 }
 
 // Values of Sandbox.Network.

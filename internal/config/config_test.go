@@ -451,6 +451,8 @@ func TestErrors(t *testing.T) {
 			[]string{`agents.a1.sandbox.network: want "proxy", "none", "open" or a Docker network name, got "my net"`}},
 		{"egress rules", strings.Replace(minimal("", "", ""), `image: "img"`, `image: "img", egress: { allow: ["ok.org", "x.org:99999"], deny: ["[::1"] }`, 1),
 			[]string{`agents.a1.sandbox.egress.allow[1]: rule "x.org:99999": invalid port "99999"`, `agents.a1.sandbox.egress.deny[0]: rule "[::1": missing ']'`}},
+		{"egress credentials", strings.Replace(minimal("", "", ""), `image: "img"`, `image: "img", egress: { credentials: [{ host: "*.github.com", header: "Authorization", value: "x" }, { host: "10.0.0.1", header: "Host", value: "" }, { host: "api.github.com:443", header: "bad header", value: "a\nb" }] }`, 1),
+			[]string{`agents.a1.sandbox.egress.credentials[0].host: want a host name without wildcard or port, got "*.github.com"`, `agents.a1.sandbox.egress.credentials[1].host: want a host name (not an address), got "10.0.0.1"`, `agents.a1.sandbox.egress.credentials[1].header: want an HTTP header name other than Host, got "Host"`, `agents.a1.sandbox.egress.credentials[1].value: want a non-empty value`, `agents.a1.sandbox.egress.credentials[2].host: want a host name without wildcard or port`, `agents.a1.sandbox.egress.credentials[2].header: want an HTTP header name`, `agents.a1.sandbox.egress.credentials[2].value: want a non-empty value without line breaks`}},
 		{"proxy env in proxy mode", strings.Replace(minimal("", "", ""), `image: "img"`, `image: "img", extraEnv: { https_proxy: "http://x" }`, 1),
 			[]string{`agents.a1.sandbox.extraEnv.https_proxy: https_proxy is set by beige in the "proxy" network mode`}},
 		{"log sizes", minimal("", "", `gateway: { log: { maxSizeBytes: 10, maxFiles: 0 } },`),

@@ -71,6 +71,9 @@ var userRE = regexp.MustCompile(`^[0-9]{1,9}:[0-9]{1,9}$`)
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+// headerNameRE is an HTTP header name (RFC 9110 token).
+var headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
 // networkRE is what Docker accepts as a network name.
 var networkRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
 
@@ -420,6 +423,18 @@ func (v *validator) sandbox(path string, s *Sandbox) {
 	for i, r := range s.Egress.Deny {
 		if _, err := egress.ParseRule(r); err != nil {
 			v.errorAt(fmt.Sprintf("%s.egress.deny[%d]", path, i), "%v", err)
+		}
+	}
+	for i, c := range s.Egress.Credentials {
+		cp := fmt.Sprintf("%s.egress.credentials[%d]", path, i)
+		if _, err := egress.CredentialHost(c.Host); err != nil {
+			v.errorAt(cp+".host", "%v", err)
+		}
+		if !headerNameRE.MatchString(c.Header) || strings.EqualFold(c.Header, "Host") {
+			v.errorAt(cp+".header", "want an HTTP header name other than Host, got %q", c.Header)
+		}
+		if c.Value == "" || strings.ContainsAny(c.Value, "\r\n\x00") {
+			v.errorAt(cp+".value", "want a non-empty value without line breaks")
 		}
 	}
 	for _, k := range sortedKeys(s.ExtraEnv) {

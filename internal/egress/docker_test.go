@@ -2,6 +2,7 @@ package egress_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -61,7 +62,7 @@ var pub = netip.MustParseAddr("93.184.215.14")
 // startProxied starts a sandbox in the given network mode whose egress
 // proxy (in "proxy" mode) allows allow, with netclient at /opt/netclient
 // and the HTTPS test server's CA at /workspace/ca.pem.
-func startProxied(t testing.TB, network string, allow []string, httpSrv, httpsSrv *httptest.Server) *dockerEnv {
+func startProxied(t testing.TB, network string, allow []string, httpSrv, httpsSrv *httptest.Server, tweak ...func(*egress.Options, *world)) *dockerEnv {
 	t.Helper()
 	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{})
 	netclient := sandboxtest.StaticBinary(t, "./internal/egress/testdata/netclient")
@@ -101,7 +102,16 @@ func startProxied(t testing.TB, network string, allow []string, httpSrv, httpsSr
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := egress.New(spec.Agent, pol, &egress.Options{Audit: al, Resolver: w, Dial: w.Dial})
+		opts := &egress.Options{Audit: al, Resolver: w, Dial: w.Dial}
+		for _, f := range tweak {
+			f(opts, w)
+		}
+		if opts.CA != nil { // as the gateway does: the certificate in the socket folder
+			if err := os.WriteFile(filepath.Join(spec.SocketDir, "egress-ca.pem"), opts.CA.CertPEM(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p := egress.New(spec.Agent, pol, opts)
 		go p.Serve(ln)
 		t.Cleanup(func() { p.Close(); al.Close() })
 	}
@@ -376,4 +386,55 @@ func (e *dockerEnv) bench(b testing.TB, u string) float64 {
 		b.Fatalf("bench output %q", res.Output)
 	}
 	return us
+}
+
+// TestCredentialInSandbox is the acceptance of credential injection: a
+// sandbox program that trusts the egress CA (SSL_CERT_FILE) reaches
+// creds.test, whose server gets the header; the echo is masked, and no
+// trace of the token is in the sandbox's env, processes' environ or files.
+func TestCredentialInSandbox(t *testing.T) {
+	const secret = "Bearer ghp_InSandboxT0ken9876543210"
+	httpSrv, httpsSrv := testServers(t)
+	upCA, err := egress.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := upCA.Leaf("creds.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := r.Header.Get("Authorization")
+		fmt.Fprintf(w, "received=%v echo=%s", got == secret, got)
+	}))
+	up.TLS = &tls.Config{Certificates: []tls.Certificate{*leaf}}
+	up.StartTLS()
+	t.Cleanup(up.Close)
+	ca, err := egress.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	credsIP := netip.MustParseAddr("93.184.215.20")
+	e := startProxied(t, sandbox.NetworkProxy, []string{"allowed.test", "creds.test"}, httpSrv, httpsSrv, func(o *egress.Options, w *world) {
+		o.CA, o.RootCAs = ca, upCA.Pool()
+		o.Credentials = []egress.Credential{{Host: "creds.test", Header: "Authorization", Value: secret}}
+		w.names["creds.test"] = []netip.Addr{credsIP}
+		w.routes[netip.AddrPortFrom(credsIP, 443).String()] = up.Listener.Addr().String()
+	})
+	got := e.sh(t, "SSL_CERT_FILE=/beige/egress-ca.pem /opt/netclient get https://creds.test/echo-headers")
+	if got != "200 received=true echo="+strings.Repeat("*", len(secret)) {
+		t.Errorf("curl creds.test = %q", got)
+	}
+	// Other hosts stay opaque tunnels: the real server's certificate.
+	if got := e.sh(t, "/opt/netclient get https://allowed.test/tls "+e.ca); got != "200 hello /tls" {
+		t.Errorf("https to a host without credentials = %q", got)
+	}
+	trace := e.sh(t, "env; cat /proc/*/environ; grep -rl InSandboxT0ken /beige /workspace /opt /home /tmp /etc 2>/dev/null; echo done")
+	if strings.Contains(trace, "InSandboxT0ken") || !strings.Contains(trace, "done") {
+		t.Errorf("the sandbox holds a trace of the token:\n%s", trace)
+	}
+	recs := e.records(t, 2)
+	if recs[0].Host != "creds.test" || recs[0].Injected != "Authorization" || recs[1].Injected != "" {
+		t.Errorf("records = %+v", recs)
+	}
 }

@@ -14,6 +14,7 @@ package egress
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -76,6 +77,14 @@ type Options struct {
 	DialTimeout time.Duration
 	// HeaderTimeout bounds reading a request's header (default 30 s).
 	HeaderTimeout time.Duration
+	// Credentials are injected into the requests to their hosts (port
+	// 443), whose TLS the proxy then terminates with CA; without a CA no
+	// host is intercepted. Every other CONNECT stays an opaque tunnel.
+	Credentials []Credential
+	CA          *CA
+	// RootCAs verify the upstream of an intercepted host (default the
+	// gateway host's roots). Tests inject their own.
+	RootCAs *x509.CertPool
 }
 
 // Proxy is the egress proxy of one agent.
@@ -223,6 +232,7 @@ type rec struct {
 	start    time.Time
 	decision Decision
 	err      string
+	injected string // the headers added to an intercepted connection
 	up, down atomic.Int64
 }
 
@@ -233,7 +243,7 @@ func (p *Proxy) audit(r *rec) {
 		Agent: p.agent, Phase: audit.PhaseFinished, Type: audit.TypeNet, Tool: "egress",
 		Decision: audit.DecisionAllowed, Target: audit.TargetGateway, DurationMs: &ms,
 		Host: r.t.Host(), Port: r.t.Port, Method: r.method, Rule: r.decision.Rule,
-		BytesUp: &up, BytesDown: &down, Error: r.err,
+		BytesUp: &up, BytesDown: &down, Error: r.err, Injected: r.injected,
 	}
 	if !r.decision.Allowed {
 		ar.Decision = audit.DecisionDenied
@@ -338,6 +348,13 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, start time.Time)
 	client.SetDeadline(time.Time{})
 	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		rc.err = err.Error()
+		return
+	}
+	if creds := p.credsFor(t); len(creds) > 0 {
+		rc.injected = injectedHeaders(creds)
+		if err := p.intercept(client, brw.Reader, up, t, creds, rc); err != nil {
+			rc.err = err.Error()
+		}
 		return
 	}
 	// Bytes the sandbox sent after the CONNECT header (a TLS ClientHello,

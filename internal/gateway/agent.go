@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"sync"
 
@@ -112,6 +114,18 @@ func (a *agentRuntime) spec() sandbox.Spec {
 		CapAdd:         s.CapAdd,
 		CapDrop:        s.CapDrop,
 		SecurityOpt:    s.SecurityOpt,
+	}
+	if len(s.Egress.Credentials) > 0 && (s.Network == "" || s.Network == config.NetworkProxy) {
+		env := maps.Clone(s.ExtraEnv)
+		if env == nil {
+			env = map[string]string{}
+		}
+		for _, k := range egressCAEnv {
+			if _, ok := env[k]; !ok {
+				env[k] = path.Join(sandbox.BeigeDir, EgressCAFile)
+			}
+		}
+		spec.Env = env
 	}
 	for _, m := range s.ExtraMounts {
 		spec.ExtraMounts = append(spec.ExtraMounts, sandbox.Mount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/beige-dev/beige/internal/atomicfile"
 	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/egress"
 )
@@ -51,6 +52,12 @@ func (a *agentRuntime) openEgress() error {
 		opts = *a.g.opts.Egress
 		opts.Audit, opts.Logger = a.g.audit, a.g.log.With("component", "egress")
 	}
+	if len(s.Egress.Credentials) > 0 {
+		if err := a.credentials(&opts); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	a.egress = egress.New(a.name, pol, &opts)
 	go func() {
 		if err := a.egress.Serve(ln); err != nil {
@@ -66,6 +73,41 @@ func (a *agentRuntime) closeEgress() error {
 	}
 	if err := a.egress.Close(); err != nil {
 		return fmt.Errorf("egress proxy of agent %q: %w", a.name, err)
+	}
+	return nil
+}
+
+// EgressCAFile is where a sandbox finds the egress CA's certificate: in
+// its socket folder, mounted read-only at /beige.
+const EgressCAFile = "egress-ca.pem"
+
+// egressCAEnv are the variables that make the usual clients trust the CA
+// file in addition to (NODE_EXTRA_CA_CERTS, DENO_CERT) or instead of their
+// bundle. SSL_CERT_FILE is left alone: it replaces the system bundle of
+// OpenSSL and Go, and a bundle of the CA alone would fail every host that
+// is not intercepted; a program that needs it can point it at a bundle
+// that holds the image's roots and this file.
+var egressCAEnv = []string{"NODE_EXTRA_CA_CERTS", "DENO_CERT", "REQUESTS_CA_BUNDLE", "GIT_SSL_CAINFO"}
+
+// credentials loads (or makes) the home's CA, puts its certificate in the
+// agent's socket folder and gives the proxy the credentials to inject.
+func (a *agentRuntime) credentials(opts *egress.Options) error {
+	g := a.g
+	g.caOnce.Do(func() { g.ca, g.caErr = egress.LoadOrCreateCA(g.home.EgressCADir()) })
+	if g.caErr != nil {
+		return fmt.Errorf("egress CA: %w", g.caErr)
+	}
+	if err := atomicfile.WriteIfChanged(filepath.Join(g.home.SocketDir(a.name), EgressCAFile), g.ca.CertPEM(), 0o644); err != nil {
+		return fmt.Errorf("egress CA certificate of agent %q: %w", a.name, err)
+	}
+	opts.CA = g.ca
+	opts.Credentials = nil
+	for _, c := range a.cfg.Sandbox.Egress.Credentials {
+		host, err := egress.CredentialHost(c.Host)
+		if err != nil {
+			return fmt.Errorf("sandbox.egress.credentials of agent %q: %w", a.name, err)
+		}
+		opts.Credentials = append(opts.Credentials, egress.Credential{Host: host, Header: c.Header, Value: c.Value})
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -114,5 +116,35 @@ func TestEgressThroughGateway(t *testing.T) {
 		if !strings.Contains(text, "eth0") || !strings.Contains(text, "[]") {
 			t.Errorf("%s in open mode: %q", a, text)
 		}
+	}
+}
+
+// TestEgressCredentialsWiring: an agent with sandbox.egress.credentials
+// gets the home's CA (made at start, key 0600, outside every mount), its
+// certificate at /beige/egress-ca.pem and the variables that trust it;
+// the token itself is nowhere in the sandbox.
+func TestEgressCredentialsWiring(t *testing.T) {
+	t.Setenv("BEIGE_TEST_CRED_TOKEN", "tok-WiringS3cret-42")
+	g := startGatewayWith(t, gatewaySetup{
+		names: []string{"cr"},
+		sandbox: map[string]string{
+			"cr": `egress: { allow: ["creds.test"], credentials: [{ host: "creds.test", header: "Authorization", value: "Bearer ${BEIGE_TEST_CRED_TOKEN}" }] }`,
+		},
+	})
+	cr := g.agents[0]
+	fi, err := os.Stat(filepath.Join(g.home.EgressCADir(), egress.CAKeyFile))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("CA key: %v %v", fi, err)
+	}
+	pemOnHost, err := os.ReadFile(filepath.Join(g.home.EgressCADir(), egress.CACertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, isErr := g.tool(t, cr, "exec", map[string]any{"command": "cat /beige/egress-ca.pem; echo $NODE_EXTRA_CA_CERTS $DENO_CERT $REQUESTS_CA_BUNDLE $GIT_SSL_CAINFO; echo ssl=[$SSL_CERT_FILE]; env; cat /proc/*/environ; grep -rl WiringS3cret /beige /workspace /home /tmp /etc 2>/dev/null; ls /beige"})
+	if isErr || !strings.Contains(text, string(pemOnHost)) || !strings.Contains(text, strings.Repeat("/beige/egress-ca.pem ", 3)+"/beige/egress-ca.pem\nssl=[]") {
+		t.Errorf("sandbox: %q", text)
+	}
+	if strings.Contains(text, "WiringS3cret") || strings.Contains(text, "ca.key") || strings.Contains(text, "PRIVATE KEY") {
+		t.Errorf("the sandbox sees the token or the CA key: %q", text)
 	}
 }

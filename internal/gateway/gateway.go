@@ -90,6 +90,10 @@ type Gateway struct {
 	manager   *agent.Manager
 	settings  *settings.Store
 
+	caOnce sync.Once
+	ca     *egress.CA // the egress proxy's CA, loaded on first need
+	caErr  error
+
 	channelsCancel context.CancelFunc
 	channelErrs    sync.Map // channel name -> why it did not start
 

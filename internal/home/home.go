@@ -57,6 +57,10 @@ func (h Home) GatewayLog() string { return h.path("logs", "gateway.log") }
 // DataDir holds provider-health.json and plugin data.
 func (h Home) DataDir() string { return h.path("data") }
 
+// EgressCADir holds the egress proxy's CA (ca.key 0600, ca.pem), made at
+// the first start of a gateway with sandbox.egress.credentials.
+func (h Home) EgressCADir() string { return h.path("data", "egress-ca") }
+
 // SessionsDir holds session files, session-map.json and session-settings.json.
 func (h Home) SessionsDir() string { return h.path("sessions") }
 

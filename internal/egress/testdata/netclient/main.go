@@ -1,6 +1,6 @@
 // Command netclient is what the egress tests run inside a sandbox:
 //
-//	netclient get <url> [ca.pem]        GET through HTTP(S)_PROXY; prints "<status> <body>"
+//	netclient get <url> [ca.pem]        GET through HTTP(S)_PROXY; prints "<status> <body>" (no ca.pem: SSL_CERT_FILE)
 //	netclient bench <url> <ca.pem> <n>  n GETs on one kept-alive client; prints the p50 in µs
 //	netclient dial <host:port>          a direct TCP connection, ignoring the proxy
 //	netclient dns <server:53> <name>    a DNS query straight to server
@@ -86,8 +86,12 @@ func arg(i int) string {
 }
 
 func client(ca string) (*http.Client, error) {
-	tr := &http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: &tls.Config{ServerName: "example.com"}}
+	// Without ca: the system roots, which SSL_CERT_FILE sets, and the
+	// URL's host name.
+	tr := &http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: &tls.Config{}}
 	if ca != "" {
+		tr.TLSClientConfig.ServerName = "example.com" // the httptest certificate
+
 		pem, err := os.ReadFile(ca)
 		if err != nil {
 			return nil, err
