@@ -82,12 +82,13 @@ func (a *agentRuntime) closeEgress() error {
 const EgressCAFile = "egress-ca.pem"
 
 // egressCAEnv are the variables that make the usual clients trust the CA
-// file in addition to (NODE_EXTRA_CA_CERTS, DENO_CERT) or instead of their
-// bundle. SSL_CERT_FILE is left alone: it replaces the system bundle of
-// OpenSSL and Go, and a bundle of the CA alone would fail every host that
-// is not intercepted; a program that needs it can point it at a bundle
-// that holds the image's roots and this file.
-var egressCAEnv = []string{"NODE_EXTRA_CA_CERTS", "DENO_CERT", "REQUESTS_CA_BUNDLE", "GIT_SSL_CAINFO"}
+// file in addition to their bundle (NODE_EXTRA_CA_CERTS, DENO_CERT).
+// Variables that replace a client's bundle are left alone, since a bundle
+// of the CA alone would fail every host that is not intercepted:
+// SSL_CERT_FILE (OpenSSL, Go, curl), REQUESTS_CA_BUNDLE (Python requests),
+// GIT_SSL_CAINFO (git). A program that needs one points it, through
+// extraEnv, at a bundle that holds the image's roots and this file.
+var egressCAEnv = []string{"NODE_EXTRA_CA_CERTS", "DENO_CERT"}
 
 // credentials loads (or makes) the home's CA, puts its certificate in the
 // agent's socket folder and gives the proxy the credentials to inject.

@@ -89,7 +89,10 @@ func FuzzPublicURL(f *testing.F) {
 			t.Fatalf("PublicURL(%q) = %q keeps userinfo, query or fragment", in, out)
 		}
 		orig, _ := url.Parse(strings.TrimSpace(in))
-		if p, ok := orig.User.Password(); ok && len(p) > 3 && strings.Contains(out, p) {
+		// The password may not show, unless the parts kept (scheme, host,
+		// path) happen to hold the same text.
+		kept := strings.ToLower(orig.Scheme + "://" + orig.Host + orig.Path)
+		if p, ok := orig.User.Password(); ok && len(p) > 3 && strings.Contains(out, p) && !strings.Contains(kept, strings.ToLower(p)) {
 			t.Fatalf("PublicURL(%q) = %q shows the password", in, out)
 		}
 	})
