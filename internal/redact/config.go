@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,6 +38,18 @@ func FromConfig(cfg *config.Config) *Redactor {
 		}
 		for _, pn := range sortedKeys(a.PluginConfigs) {
 			ss = walk(ss, "agents."+an+".pluginConfigs."+pn, a.PluginConfigs[pn], false)
+		}
+		// Credentials the egress proxy injects: the whole header value
+		// and, on its own, each word of it long enough (the token of
+		// "Bearer <token>").
+		for i, c := range a.Sandbox.Egress.Credentials {
+			path := fmt.Sprintf("agents.%s.sandbox.egress.credentials.%d.value", an, i)
+			ss = append(ss, Secret{path, c.Value})
+			if words := strings.Fields(c.Value); len(words) > 1 {
+				for _, w := range words {
+					ss = append(ss, Secret{path, w})
+				}
+			}
 		}
 	}
 	// Any ${VAR}-interpolated value in a plugin's config: what is kept in

@@ -97,7 +97,7 @@ func TestFromConfig(t *testing.T) {
 	  gateway: { authToken: 'gateway-auth-token' },
 	  plugins: { telegram: { config: { botToken: '${BEIGE_TEST_REDACT_TG}', chatName: 'not-a-secret-value', chatId: '${BEIGE_TEST_REDACT_CHAT}',
 	    nested: { apiKeys: ['list-secret-1', 'list-secret-2'] } } } },
-	  agents: { a: { model: { provider: 'anthropic', model: 'm' }, sandbox: { image: 'i' },
+	  agents: { a: { model: { provider: 'anthropic', model: 'm' }, sandbox: { image: 'i', egress: { credentials: [{ host: 'api.github.com', header: 'Authorization', value: 'Bearer ghp-injected-token' }] } },
 	    pluginConfigs: { telegram: { clientSecret: 'agent-client-secret' } } } },
 	}`
 	p := filepath.Join(dir, "config.json5")
@@ -111,6 +111,8 @@ func TestFromConfig(t *testing.T) {
 	r := FromConfig(cfg)
 	want := []string{
 		"agents.a.pluginConfigs.telegram.clientSecret",
+		"agents.a.sandbox.egress.credentials.0.value", // the header value
+		"agents.a.sandbox.egress.credentials.0.value", // and its token alone
 		"gateway.authToken",
 		"llm.providers.anthropic.apiKey",
 		"plugins.telegram.config.botToken",
@@ -123,6 +125,10 @@ func TestFromConfig(t *testing.T) {
 	}
 	if got := r.String("tg-bot-token-from-env not-a-secret-value chat-id-from-the-env"); got != "[redacted:plugins.telegram.config.botToken] not-a-secret-value [redacted:plugins.telegram.config.chatId]" {
 		t.Errorf("got %q", got)
+	}
+	// An injected credential, whole or its token alone.
+	if got := r.String("Bearer ghp-injected-token / ghp-injected-token"); got != "[redacted:agents.a.sandbox.egress.credentials.0.value] / [redacted:agents.a.sandbox.egress.credentials.0.value]" {
+		t.Errorf("injected credential: got %q", got)
 	}
 }
 
