@@ -183,7 +183,7 @@ func (f *fixture) Write(p []byte) (int, error) {
 // printed above, it is drawn).
 func (f *fixture) waitScreen(s string) {
 	f.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // a loaded CI machine draws slowly
 	for time.Now().Before(deadline) {
 		f.mu.Lock()
 		out := ansi.Strip(f.screen.String())
@@ -258,7 +258,7 @@ func (f *fixture) transcript() []string {
 // waitFor waits until a printed line contains s and returns its index.
 func (f *fixture) waitFor(s string) int {
 	f.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // a loaded CI machine draws slowly
 	for time.Now().Before(deadline) {
 		for i, l := range f.transcript() {
 			if strings.Contains(l, s) {
