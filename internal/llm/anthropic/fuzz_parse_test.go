@@ -1,123 +1,35 @@
 package anthropic_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
-	"reflect"
 	"regexp"
-	"runtime"
 	"testing"
-	"time"
 
 	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/llm/anthropic"
+	"github.com/beige-dev/beige/internal/llm/llmtest"
 )
-
-// bodyTransport answers every request with one response, without a
-// network: status, content type and body as the fuzzer chose them.
-type bodyTransport struct {
-	status int
-	ctype  string
-	body   []byte
-}
-
-func (t bodyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Body != nil {
-		io.Copy(io.Discard, req.Body)
-		req.Body.Close()
-	}
-	return &http.Response{
-		StatusCode: t.status, Status: http.StatusText(t.status), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{"Content-Type": {t.ctype}},
-		Body:   io.NopCloser(bytes.NewReader(t.body)), ContentLength: int64(len(t.body)), Request: req,
-	}, nil
-}
-
-// wireStreams is the conformance suite's copy of the recorded provider
-// streams (see SOURCES.md there), shared with the fuzz seeds here.
-var wireStreams = filepath.Join("..", "providers", "testdata", "wire-streams")
-
-// addStreams seeds f with the real provider streams whose names start with
-// prefix.
-func addStreams(f *testing.F, prefix string) {
-	files, _ := filepath.Glob(filepath.Join(wireStreams, prefix+"*.sse"))
-	if len(files) == 0 {
-		f.Fatalf("no seed streams %s/%s*.sse", wireStreams, prefix)
-	}
-	for _, name := range files {
-		data, err := os.ReadFile(name)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(uint8(0), data)
-	}
-}
-
-// checkStream is the property every provider stream must have, whatever
-// the server sent: Stream returns a message (and no panic); the events
-// start with start and end with done (no error) or error (an error); they
-// rebuild the returned message; their number is bounded by the input; and
-// an error's text is bounded too.
-func checkStream(t *testing.T, p llm.Provider, req llm.Request, body []byte) {
-	t.Helper()
-	var events []llm.Event
-	var acc llm.Accumulator
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	msg, err := p.Stream(ctx, req, func(e llm.Event) {
-		events = append(events, e)
-		acc.Apply(e)
-	})
-	if ctx.Err() != nil {
-		buf := make([]byte, 1<<20)
-		t.Fatalf("Stream hung on a finished body:\n%s", buf[:runtime.Stack(buf, true)])
-	}
-	if msg == nil {
-		t.Fatalf("Stream returned no message (err %v)", err)
-	}
-	if len(events) < 2 || events[0].Type != llm.EventStart {
-		t.Fatalf("events %d, first %v: want start ... done|error", len(events), events)
-	}
-	last := events[len(events)-1].Type
-	if (err == nil) != (last == llm.EventDone) || (err != nil && last != llm.EventError) {
-		t.Fatalf("err %v but the last event is %q", err, last)
-	}
-	if got := acc.Message(); !reflect.DeepEqual(got.Content, msg.Content) {
-		t.Fatalf("the events rebuild %+v\nthe message is %+v", got.Content, msg.Content)
-	}
-	if len(events) > len(body)+8 {
-		t.Fatalf("%d events from %d bytes", len(events), len(body))
-	}
-	if err != nil && len(err.Error()) > 2*len(body)+8<<10 {
-		t.Fatalf("an error of %d bytes from %d bytes", len(err.Error()), len(body))
-	}
-	if err == nil && msg.StopReason == llm.StopReasonError {
-		t.Fatalf("no error, stop reason error")
-	}
-}
 
 // FuzzStream feeds the Messages stream parser (SDK events to llm events,
 // Provider.Stream) arbitrary server answers: an SSE stream, a JSON body
 // with status 200, or an error status.
 func FuzzStream(f *testing.F) {
-	addStreams(f, "a_")
+	llmtest.AddStreams(f, "a_")
 	f.Add(uint8(1), []byte(`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`))
 	f.Add(uint8(2), []byte(`{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`))
 	f.Add(uint8(0), []byte("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":7,\"delta\":{\"type\":\"text_delta\",\"text\":\"x\"}}\n\n"))
 	f.Fuzz(func(t *testing.T, mode uint8, body []byte) {
-		tr := bodyTransport{status: 200, ctype: "text/event-stream", body: body}
+		tr := llmtest.BodyTransport{Status: 200, CType: "text/event-stream", Body: body}
 		switch mode % 4 {
 		case 1:
-			tr.ctype = "application/json"
+			tr.CType = "application/json"
 		case 2:
-			tr.status, tr.ctype = 429, "application/json"
+			tr.Status, tr.CType = 429, "application/json"
 		case 3:
-			tr.status, tr.ctype = 502, "text/html"
+			tr.Status, tr.CType = 502, "text/html"
 		}
 		p, err := llm.NewProvider(llm.ProviderConfig{
 			Name: "anthropic", APIKey: "k", BaseURL: "http://fuzz.invalid", API: anthropic.API,
@@ -128,7 +40,7 @@ func FuzzStream(f *testing.F) {
 		}
 		m := llm.Lookup("anthropic", anthropic.API, "claude-sonnet-4-5", "http://fuzz.invalid")
 		req := llm.Request{Model: m, Context: llm.Context{Messages: []llm.Message{llm.UserText("hi")}}}
-		checkStream(t, p, req, body)
+		llmtest.CheckStream(t, p, req, body)
 	})
 }
 
@@ -142,7 +54,7 @@ const minimalStream = "event: message_start\ndata: {\"type\":\"message_start\",\
 func (t captureTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	*t.body, _ = io.ReadAll(req.Body)
 	req.Body.Close()
-	return bodyTransport{status: 200, ctype: "text/event-stream", body: []byte(minimalStream)}.RoundTrip(req)
+	return llmtest.BodyTransport{Status: 200, CType: "text/event-stream", Body: []byte(minimalStream)}.RoundTrip(req)
 }
 
 var toolIDRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)

@@ -1,115 +1,27 @@
 package openai_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
-	"reflect"
-	"runtime"
 	"testing"
-	"time"
 
 	"github.com/beige-dev/beige/internal/llm"
+	"github.com/beige-dev/beige/internal/llm/llmtest"
 	"github.com/beige-dev/beige/internal/llm/openai"
 )
 
-// bodyTransport answers every request with one response, without a
-// network: status, content type and body as the fuzzer chose them.
-type bodyTransport struct {
-	status int
-	ctype  string
-	body   []byte
-}
-
-func (t bodyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Body != nil {
-		io.Copy(io.Discard, req.Body)
-		req.Body.Close()
-	}
-	return &http.Response{
-		StatusCode: t.status, Status: http.StatusText(t.status), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{"Content-Type": {t.ctype}},
-		Body:   io.NopCloser(bytes.NewReader(t.body)), ContentLength: int64(len(t.body)), Request: req,
-	}, nil
-}
-
-// wireStreams is the conformance suite's copy of the recorded provider
-// streams (see SOURCES.md there), shared with the fuzz seeds here.
-var wireStreams = filepath.Join("..", "providers", "testdata", "wire-streams")
-
-// addStreams seeds f with the real provider streams whose names start with
-// prefix.
-func addStreams(f *testing.F, prefix string) {
-	files, _ := filepath.Glob(filepath.Join(wireStreams, prefix+"*.sse"))
-	if len(files) == 0 {
-		f.Fatalf("no seed streams %s/%s*.sse", wireStreams, prefix)
-	}
-	for _, name := range files {
-		data, err := os.ReadFile(name)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(uint8(0), data)
-	}
-}
-
-// checkStream is the property every provider stream must have, whatever
-// the server sent: Stream returns a message (and no panic); the events
-// start with start and end with done (no error) or error (an error); they
-// rebuild the returned message; their number is bounded by the input; and
-// an error's text is bounded too.
-func checkStream(t *testing.T, p llm.Provider, req llm.Request, body []byte) {
-	t.Helper()
-	var events []llm.Event
-	var acc llm.Accumulator
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	msg, err := p.Stream(ctx, req, func(e llm.Event) {
-		events = append(events, e)
-		acc.Apply(e)
-	})
-	if ctx.Err() != nil {
-		buf := make([]byte, 1<<20)
-		t.Fatalf("Stream hung on a finished body:\n%s", buf[:runtime.Stack(buf, true)])
-	}
-	if msg == nil {
-		t.Fatalf("Stream returned no message (err %v)", err)
-	}
-	if len(events) < 2 || events[0].Type != llm.EventStart {
-		t.Fatalf("events %d, first %v: want start ... done|error", len(events), events)
-	}
-	last := events[len(events)-1].Type
-	if (err == nil) != (last == llm.EventDone) || (err != nil && last != llm.EventError) {
-		t.Fatalf("err %v but the last event is %q", err, last)
-	}
-	if got := acc.Message(); !reflect.DeepEqual(got.Content, msg.Content) {
-		t.Fatalf("the events rebuild %+v\nthe message is %+v", got.Content, msg.Content)
-	}
-	if len(events) > len(body)+8 {
-		t.Fatalf("%d events from %d bytes", len(events), len(body))
-	}
-	if err != nil && len(err.Error()) > 2*len(body)+8<<10 {
-		t.Fatalf("an error of %d bytes from %d bytes", len(err.Error()), len(body))
-	}
-	if err == nil && msg.StopReason == llm.StopReasonError {
-		t.Fatalf("no error, stop reason error")
-	}
-}
-
 // fuzzProvider runs one provider over the fuzzer's server answer.
 func fuzzProvider(t *testing.T, api, name, base string, mode uint8, body []byte) {
-	tr := bodyTransport{status: 200, ctype: "text/event-stream", body: body}
+	tr := llmtest.BodyTransport{Status: 200, CType: "text/event-stream", Body: body}
 	switch mode % 4 {
 	case 1:
-		tr.ctype = "application/json"
+		tr.CType = "application/json"
 	case 2:
-		tr.status, tr.ctype = 429, "application/json"
+		tr.Status, tr.CType = 429, "application/json"
 	case 3:
-		tr.status, tr.ctype = 502, "text/html"
+		tr.Status, tr.CType = 502, "text/html"
 	}
 	p, err := llm.NewProvider(llm.ProviderConfig{
 		Name: name, APIKey: "k", BaseURL: base, API: api,
@@ -122,14 +34,14 @@ func fuzzProvider(t *testing.T, api, name, base string, mode uint8, body []byte)
 		Model:   llm.Lookup(name, api, "gpt-4o", base),
 		Context: llm.Context{Messages: []llm.Message{llm.UserText("hi")}},
 	}
-	checkStream(t, p, req, body)
+	llmtest.CheckStream(t, p, req, body)
 }
 
 // FuzzChatStream feeds the chat completions stream parser (chunks to llm
 // events) arbitrary server answers, as the servers that speak it send
 // them (OpenAI, Ollama, vLLM, DeepSeek, OpenRouter, Mistral).
 func FuzzChatStream(f *testing.F) {
-	addStreams(f, "o_")
+	llmtest.AddStreams(f, "o_")
 	f.Add(uint8(1), []byte(`{"error":{"code":"1113","message":"Insufficient balance or no resource package. Please recharge."}}`))
 	f.Add(uint8(0), []byte("data: {\"object\":\"error\",\"message\":\"bad\",\"code\":400}\n\n"))
 	f.Add(uint8(0), []byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":3,\"function\":{\"arguments\":\"{\"}}]}}]}\n\ndata: [DONE]\n\n"))
@@ -141,7 +53,7 @@ func FuzzChatStream(f *testing.F) {
 // FuzzResponsesStream feeds the Responses stream parser arbitrary server
 // answers.
 func FuzzResponsesStream(f *testing.F) {
-	addStreams(f, "r_")
+	llmtest.AddStreams(f, "r_")
 	f.Add(uint8(2), []byte(`{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`))
 	f.Fuzz(func(t *testing.T, mode uint8, body []byte) {
 		fuzzProvider(t, openai.ResponsesAPI, "openai", "http://fuzz.invalid/v1", mode, body)
@@ -154,7 +66,7 @@ type captureTransport struct{ body *[]byte }
 func (t captureTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	*t.body, _ = io.ReadAll(req.Body)
 	req.Body.Close()
-	return bodyTransport{status: 200, ctype: "text/event-stream", body: []byte("data: [DONE]\n\n")}.RoundTrip(req)
+	return llmtest.BodyTransport{Status: 200, CType: "text/event-stream", Body: []byte("data: [DONE]\n\n")}.RoundTrip(req)
 }
 
 var contextSeeds = []string{
