@@ -148,7 +148,9 @@ func TestDoctorFindsEachUnsafeSetting(t *testing.T) {
 			d.engine = func() (doctor.Engine, func(), error) { return fakeEngine{}, nil, nil }
 		}, nil, doctor.Error, "image.missing"},
 		{"helper missing", func(e *doctorEnv, d *doctorDeps) {
-			d.helper = func(home.Home) (string, error) { return "", errors.New("the in-sandbox binary beige-sandbox was not found") }
+			d.helper = func(home.Home) (string, error) {
+				return "", errors.New("the in-sandbox binary beige-sandbox was not found")
+			}
 		}, nil, doctor.Error, "helper.missing"},
 		{"node missing for a plugin", func(e *doctorEnv, d *doctorDeps) {
 			dir := filepath.Join(e.home, "plugins", "tsplug")
