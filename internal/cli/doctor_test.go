@@ -164,6 +164,9 @@ func TestDoctorFindsEachUnsafeSetting(t *testing.T) {
 		{"API beyond loopback without a token", func(e *doctorEnv, d *doctorDeps) {
 			e.edit(`host: "127.0.0.1",`, `host: "0.0.0.0",`)
 		}, nil, doctor.Error, "api.open-without-token"},
+		{"metrics beyond loopback without a token", func(e *doctorEnv, d *doctorDeps) {
+			e.edit(`host: "127.0.0.1",`, `host: "127.0.0.1", metrics: { listen: "0.0.0.0:9464" },`)
+		}, nil, doctor.Error, "metrics.open-without-token"},
 		{"a key written into the file", func(e *doctorEnv, d *doctorDeps) {
 			e.edit(`apiKey: "${ANTHROPIC_API_KEY}"`, `apiKey: "sk-ant-literal-0123456789"`)
 		}, nil, doctor.Warning, "secret.in-file"},

@@ -292,6 +292,13 @@ func checkAPI(r *report, cfg *config.Config) {
 			fmt.Sprintf("the API listens on %s, beyond loopback, without gateway.authToken: anyone who reaches the port runs tools in every sandbox", host),
 			`set gateway.authToken: "${BEIGE_TOKEN}" (and export BEIGE_TOKEN), or gateway.host: "127.0.0.1"`)
 	}
+	if l := cfg.Gateway.Metrics.Listen; l != "" && cfg.Gateway.AuthToken == "" {
+		if h, _, err := net.SplitHostPort(l); err == nil && !loopback(h) {
+			r.add(Error, "metrics.open-without-token",
+				fmt.Sprintf("gateway.metrics.listen is %s, beyond loopback, without gateway.authToken: anyone who reaches it reads the agents', tools' and models' names and counts", l),
+				`set gateway.authToken: "${BEIGE_TOKEN}", or gateway.metrics.listen: "127.0.0.1:9464"`)
+		}
+	}
 }
 
 // secretPaths lists the config's secrets by JSON path, with their values.
