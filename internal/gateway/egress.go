@@ -8,6 +8,7 @@ import (
 	"github.com/beige-dev/beige/internal/atomicfile"
 	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/egress"
+	"github.com/beige-dev/beige/internal/metrics"
 )
 
 // openEgress says what the agent's network mode gives up and, in the
@@ -51,6 +52,14 @@ func (a *agentRuntime) openEgress() error {
 	if a.g.opts.Egress != nil {
 		opts = *a.g.opts.Egress
 		opts.Audit, opts.Logger = a.g.audit, a.g.log.With("component", "egress")
+	}
+	m := a.g.metrics
+	opts.OnConnection = func(agent string, allowed bool) {
+		d := metrics.DecisionDeny
+		if allowed {
+			d = metrics.DecisionAllow
+		}
+		m.EgressConnection(agent, d)
 	}
 	if len(s.Egress.Credentials) > 0 {
 		if err := a.credentials(&opts); err != nil {

@@ -29,6 +29,7 @@ import (
 	"github.com/beige-dev/beige/internal/home"
 	"github.com/beige-dev/beige/internal/httpapi"
 	"github.com/beige-dev/beige/internal/llm"
+	"github.com/beige-dev/beige/internal/metrics"
 	"github.com/beige-dev/beige/internal/plugin"
 	_ "github.com/beige-dev/beige/internal/plugin/builtin" // the built-in plugins
 	"github.com/beige-dev/beige/internal/policy"
@@ -64,6 +65,10 @@ type Options struct {
 	// Disk, if set, reports a problem with $BEIGE_HOME's disk ("" when
 	// none) for /api/health: the gateway's disk reserve (home.Reserve).
 	Disk interface{ Problem() string }
+	// Metrics are the gateway's Prometheus metrics (GET /metrics); nil
+	// means new ones. Run keeps the same across restarts, so the counters
+	// count since the process started.
+	Metrics *metrics.Metrics
 
 	// listener, if set, is the API's listener, already bound (a restart
 	// onto a new address binds it before the old gateway stops).
@@ -99,8 +104,12 @@ type Gateway struct {
 
 	ln      net.Listener
 	srv     *http.Server
-	ready   atomic.Bool
-	started time.Time
+	metrics *metrics.Metrics
+	// metricsSrv serves gateway.metrics.listen; nil when not set.
+	metricsSrv *http.Server
+	metricsLn  net.Listener
+	ready      atomic.Bool
+	started    time.Time
 
 	// baseCtx is the context of every request; it is cancelled when the
 	// drain at shutdown runs out of time.
@@ -139,6 +148,7 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	}
 	g.baseCtx, g.baseCancel = context.WithCancel(context.Background())
 	g.restartReq = make(chan struct{}, 1)
+	g.metrics = opts.Metrics
 	ok := false
 	defer func() {
 		if !ok {
@@ -173,7 +183,8 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		auditSize = cfg.Gateway.Log.MaxSizeBytes
 	}
 	g.audit, err = audit.Open(g.home.AuditLog(), &audit.Options{MaxSizeBytes: auditSize, MaxFiles: cfg.Gateway.Audit.MaxFiles,
-		Logger: g.log.With("component", "audit"), OnWriteError: home.ReleaseOnFull, Redactor: auditRedactor(red)})
+		Logger: g.log.With("component", "audit"), OnWriteError: home.ReleaseOnFull, Redactor: auditRedactor(red),
+		OnRecord: g.metrics.AuditRecord})
 	if err != nil {
 		return nil, fmt.Errorf("open audit log: %w", err)
 	}
@@ -237,8 +248,10 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 			return nil, err
 		}
 	}
+	g.setupMetrics()
 	// Serve only now: the handlers read g.agents, g.manager and g.settings.
-	api := httpapi.New(g, httpapi.Options{Host: cfg.Gateway.Host, AuthToken: cfg.Gateway.AuthToken.Reveal(), Logger: g.log.With("component", "http")})
+	api := httpapi.New(g, httpapi.Options{Host: cfg.Gateway.Host, AuthToken: cfg.Gateway.AuthToken.Reveal(), Logger: g.log.With("component", "http"),
+		Metrics: g.metrics})
 	srv, ln := api.HTTPServer(g.ln, httpapi.ServeOptions{
 		MaxConns:    cfg.Gateway.HTTP.MaxConnections,
 		BaseContext: g.baseCtx,
@@ -251,6 +264,9 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		}
 	}()
 	g.log.Info("listening", "url", "http://"+g.ln.Addr().String())
+	if err := g.listenMetrics(); err != nil {
+		return nil, err
+	}
 	if err := g.prepareSandboxes(ctx); err != nil {
 		return nil, err
 	}
@@ -275,6 +291,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.RestartDrainTimeout == 0 {
 		o.RestartDrainTimeout = 3 * time.Second
+	}
+	if o.Metrics == nil {
+		o.Metrics = metrics.New()
 	}
 }
 
@@ -345,6 +364,9 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 			g.channelsCancel() // no new messages from channels
 		}
 		g.drain(ctx)
+		if g.metricsSrv != nil {
+			g.metricsSrv.Close()
+		}
 		if g.plugins != nil {
 			if err := g.plugins.RunGatewayShutdown(ctx, &plugin.GatewayShutdownEvent{}); err != nil {
 				g.log.Warn("gatewayShutdown hook failed", "err", err)

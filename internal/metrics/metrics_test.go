@@ -1,12 +1,12 @@
 package metrics
 
 import (
-	"bytes"
 	"net/http/httptest"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/beige-dev/beige/internal/metrics/metricstest"
 )
 
 // Scrape returns what Handler serves.
@@ -20,23 +20,8 @@ func scrape(t *testing.T, m *Metrics) string {
 	return rec.Body.String()
 }
 
-// CheckPromtool runs `promtool check metrics` on text when promtool is
-// installed (Debian's prometheus package; CI installs it).
-func CheckPromtool(t *testing.T, text string) {
-	t.Helper()
-	path, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Log("promtool not installed (apt-get install prometheus): the exposition is not checked by it")
-		return
-	}
-	cmd := exec.Command(path, "check", "metrics")
-	cmd.Stdin = strings.NewReader(text)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("promtool check metrics: %v\n%s", err, out.String())
-	}
-}
+// CheckPromtool is metricstest.CheckPromtool.
+func CheckPromtool(t *testing.T, text string) { metricstest.CheckPromtool(t, text) }
 
 func hasLine(t *testing.T, text, line string) {
 	t.Helper()
