@@ -513,6 +513,9 @@ func (a *app) gatewayStatus() error {
 		return &ExitError{Code: ExitFailure}
 	}
 	fmt.Fprintf(a.streams.Out, "health:  %s\n", health.Status)
+	if health.Stats != nil {
+		fmt.Fprintf(a.streams.Out, "stats:   %s\n", headline(health.Stats))
+	}
 	if health.Disk != "" {
 		fmt.Fprintf(a.streams.Out, "disk:    %s\n", health.Disk)
 	}
@@ -534,6 +537,16 @@ func (a *app) gatewayStatus() error {
 		return &ExitError{Code: ExitFailure}
 	}
 	return nil
+}
+
+// headline is the line of `gateway status` with the figures of /metrics
+// that matter most: tool calls, of them errors, cooldowns, the audit head.
+func headline(s *proto.HealthStats) string {
+	head := "unknown"
+	if s.AuditHead != nil {
+		head = strconv.FormatInt(*s.AuditHead, 10)
+	}
+	return fmt.Sprintf("%d tool calls, %d errors, %d models cooling down, audit head %s", s.ToolCalls, s.ToolErrors, s.Cooldowns, head)
 }
 
 func (a *app) restartGateway(level string, timeout time.Duration) error {
