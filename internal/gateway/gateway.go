@@ -222,7 +222,8 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		// engine never remove or take over each other's containers.
 		// BEIGE_SANDBOX_INSTANCE overrides it (tests).
 		d, err := sandbox.NewDocker(sandbox.DockerOptions{Logger: g.log.With("component", "sandbox"),
-			Instance: os.Getenv("BEIGE_SANDBOX_INSTANCE"), Home: g.home.Dir})
+			Instance: os.Getenv("BEIGE_SANDBOX_INSTANCE"), Home: g.home.Dir,
+			OnHelperRestart: g.metrics.HelperRestart, OnExecFallback: g.metrics.ExecFallback})
 		if err != nil {
 			return nil, fmt.Errorf("connect to the Docker engine: %w", err)
 		}

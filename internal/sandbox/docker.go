@@ -72,6 +72,11 @@ type DockerOptions struct {
 	// BuildNetwork is the network of RUN steps in BuildImage ("none" for a
 	// build that needs no network); "" is the engine's default bridge.
 	BuildNetwork string
+	// OnHelperRestart, if set, is told of every in-sandbox helper started
+	// again after the agent's previous one died or hung; OnExecFallback of
+	// every call made by a per-call docker exec because the helper was not
+	// available (the beige_sandbox_* metrics).
+	OnHelperRestart, OnExecFallback func(agent string)
 }
 
 // InstanceOf returns the default instance of a $BEIGE_HOME: a short hash
@@ -98,6 +103,8 @@ type Docker struct {
 	buildNet string // DockerOptions.BuildNetwork
 
 	closed atomic.Bool
+
+	onRestart, onFallback func(agent string) // DockerOptions.OnHelperRestart, OnExecFallback
 
 	mu    sync.Mutex
 	boxes map[string]*dockerSandbox // by agent
@@ -140,6 +147,7 @@ func newDocker(api dockerAPI, opts DockerOptions) *Docker {
 	}
 	return &Docker{
 		api: api, log: log, noHelper: opts.DisableHelper, instance: instance, home: opts.Home,
+		onRestart: opts.OnHelperRestart, onFallback: opts.OnExecFallback,
 		buildNet: opts.BuildNetwork,
 		boxes:    make(map[string]*dockerSandbox),
 		locks:    make(map[string]*agentLock),
