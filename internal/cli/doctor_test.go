@@ -12,6 +12,7 @@ import (
 	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/doctor"
 	"github.com/beige-dev/beige/internal/home"
+	"github.com/beige-dev/beige/internal/llm/llmtest"
 )
 
 // fakeEngine answers as a healthy engine holding the images in has.
@@ -290,5 +291,43 @@ func TestDoctorText(t *testing.T) {
 	code, out, _ := run(t, "doctor")
 	if code != ExitFailure || !strings.Contains(out, "error   api.open-without-token") || !strings.Contains(out, "fix: set gateway.authToken") || !strings.Contains(out, "1 errors, 0 warnings") {
 		t.Errorf("exit %d, output:\n%s", code, out)
+	}
+}
+
+// TestCheckProviderKey: --online's check sends one request with the
+// configured key; a 401 is a rejected key, a 200 an accepted one, and a
+// 500 says nothing about the key.
+func TestCheckProviderKey(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		resp     llmtest.Response
+		rejected bool
+		ok       bool
+	}{
+		{"accepted", llmtest.Text("pong"), false, true},
+		{"rejected", llmtest.Error(401, `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`, nil), true, false},
+		{"forbidden", llmtest.Error(403, `{"type":"error","error":{"type":"permission_error","message":"no"}}`, nil), true, false},
+		{"server error", llmtest.Error(500, `{"type":"error","error":{"type":"api_error","message":"boom"}}`, nil), false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := llmtest.NewAnthropic(t)
+			srv.Enqueue(tc.resp, tc.resp, tc.resp, tc.resp)
+			p := &config.Provider{API: "anthropic-messages", BaseURL: srv.URL(), APIKey: "sk-ant-checked"}
+			cfg := &config.Config{
+				LLM:        config.LLM{Providers: map[string]*config.Provider{"scripted": p}},
+				Agents:     map[string]*config.Agent{"a": {Model: config.ModelRef{Provider: "scripted", Model: "m1"}}},
+				AgentOrder: []string{"a"},
+			}
+			err := checkProviderKey(context.Background(), "scripted", p, cfg)
+			if got := errors.Is(err, doctor.ErrKeyRejected); got != tc.rejected {
+				t.Errorf("rejected = %v (%v), want %v", got, err, tc.rejected)
+			}
+			if (err == nil) != tc.ok {
+				t.Errorf("err = %v, want ok %v", err, tc.ok)
+			}
+			if srv.Count() < 1 || srv.Last().APIKey() != "sk-ant-checked" {
+				t.Errorf("requests %d; the check did not send the configured key", srv.Count())
+			}
+		})
 	}
 }
