@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/llm/llmtest"
@@ -122,4 +123,41 @@ func TestMetricsAfterScriptedRun(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil || h.Stats == nil {
 		t.Fatalf("health: %v %+v", err, h)
 	}
+}
+
+// TestMetricsSurviveRestart: a graceful restart keeps the counters (they
+// count since the process started), and they go on counting after it.
+func TestMetricsSurviveRestart(t *testing.T) {
+	srv := llmtest.NewAnthropic(t)
+	rg := runGatewayWith(t, scriptedSetup(srv, "mrestart"), nil)
+	exec := func() {
+		resp, err := http.Post(rg.url+"/api/agents/"+rg.agents[0]+"/exec", "application/json", strings.NewReader(`{"tool":"exec","params":{"command":"true"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("exec: %d", resp.StatusCode)
+		}
+	}
+	exec()
+	exec()
+	rg.restart(t)
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(rg.log.String(), "msg=restarted") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no restart within 60 s:\n%s", rg.log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !rg.waitHealthy(t, 60*time.Second) {
+		t.Fatal("not healthy after the restart")
+	}
+	exec()
+	_, text := getMetrics(t, rg.url+"/metrics", "")
+	metricstest.Expect(t, text, map[string]string{
+		`beige_http_requests_total{route="POST /api/agents/{name}/exec",status="200"}`: "3",
+		`beige_http_requests_total{route="POST /api/gateway/restart",status="202"}`:    "1",
+	})
 }
