@@ -9,9 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/beige-dev/beige/internal/sandbox/docker"
 	sandboximage "github.com/beige-dev/beige/sandbox"
-
-	"github.com/beige-dev/beige/internal/sandbox"
 )
 
 // DefaultImage is the tag `beige sandbox build` gives the default image.
@@ -43,7 +42,7 @@ Sandboxes whose image changed are recreated at the next gateway start.`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			d, err := sandbox.NewDocker(sandbox.DockerOptions{})
+			d, err := docker.New(docker.Options{})
 			if err != nil {
 				return exitf(ExitFailure, "connect to the Docker engine: %v", err)
 			}
@@ -52,9 +51,9 @@ Sandboxes whose image changed are recreated at the next gateway start.`,
 				return exitf(ExitFailure, "the Docker engine does not answer (is dockerd running? DOCKER_HOST=%q): %v", os.Getenv("DOCKER_HOST"), err)
 			}
 			if busybox {
-				fmt.Fprintf(a.streams.Err, "making %s from %s\n", tag, sandbox.BusyboxPath)
+				fmt.Fprintf(a.streams.Err, "making %s from %s\n", tag, docker.BusyboxPath)
 				if err := d.ImportBusybox(ctx, tag); err != nil {
-					if errors.Is(err, sandbox.ErrNoBusybox) {
+					if errors.Is(err, docker.ErrNoBusybox) {
 						return exitf(ExitFailure, "%v (apt-get install busybox-static)", err)
 					}
 					return exitf(ExitFailure, "%v", err)
