@@ -18,9 +18,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/beige-dev/beige/internal/agent"
-	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/proto/llmproto"
 )
 
 // MaxBodyBytes caps request bodies.
@@ -35,17 +34,11 @@ type Backend interface {
 	// an unknown agent one with 404.
 	Exec(ctx context.Context, agent string, req proto.ExecRequest) (proto.ToolResult, error)
 	// Models lists the agent's models (primary, then fallbacks) with metadata.
-	Models(ctx context.Context, agent string) ([]AgentModel, error)
+	Models(ctx context.Context, agent string) ([]llmproto.AgentModel, error)
 	// Prompt runs a prompt in a session and returns the final answer.
 	Prompt(ctx context.Context, agent string, req proto.PromptRequest) (proto.PromptResponse, error)
 	// Sessions lists an agent's saved sessions.
-	Sessions(ctx context.Context, agent string) ([]agent.SessionInfo, error)
-}
-
-// AgentModel is one entry of GET /api/agents/:name/models.
-type AgentModel struct {
-	llm.Model
-	ThinkingLevel string `json:"thinkingLevel"`
+	Sessions(ctx context.Context, agent string) ([]proto.SessionInfo, error)
 }
 
 // Options configures the server. Host is the configured gateway.host; it
@@ -310,7 +303,7 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	WriteJSON(w, http.StatusOK, struct {
-		Models []AgentModel `json:"models"`
+		Models []llmproto.AgentModel `json:"models"`
 	}{ms})
 }
 
@@ -339,9 +332,9 @@ func (s *Server) sessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if list == nil {
-		list = []agent.SessionInfo{}
+		list = []proto.SessionInfo{}
 	}
 	WriteJSON(w, http.StatusOK, struct {
-		Sessions []agent.SessionInfo `json:"sessions"`
+		Sessions []proto.SessionInfo `json:"sessions"`
 	}{list})
 }
