@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/beige-dev/beige/internal/sandbox/docker"
-	sandboximage "github.com/beige-dev/beige/sandbox"
+	"github.com/beige-dev/beige/sandboximage"
 )
 
 // DefaultImage is the tag `beige sandbox build` gives the default image.
@@ -28,7 +28,7 @@ func (a *app) sandboxCommand() *cobra.Command {
 		Short: "Build the default sandbox image (Deno, Node.js, curl, jq; no git, no secrets)",
 		Long: `Build builds the default sandbox image through the Docker engine (DOCKER_HOST
 is honoured) and prints the build's progress. The Dockerfile is built into
-beige (it is sandbox/Dockerfile in the source); --dir builds another folder.
+beige (it is sandboximage/Dockerfile in the source); --dir builds another folder.
 
 The build pulls its base images (debian:bookworm-slim, denoland/deno), so
 the engine must reach a registry. On a machine that cannot, --busybox makes
