@@ -3,7 +3,9 @@
 // calls, the streaming LLM proxy and the session hooks. It also holds
 // RemoteModel and RemoteTools, the agent.Model and agent.Tools that run the
 // agent loop in another process through that API, so that the process
-// holds no API key and reaches no sandbox itself.
+// holds no API key and reaches no sandbox itself. It takes the wire types
+// from internal/proto and internal/proto/llmproto, never from the server
+// (internal/deptest checks it).
 package client
 
 import (

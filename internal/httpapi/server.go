@@ -1,6 +1,8 @@
 // Package httpapi is the gateway's HTTP API (http-api.md): routing, the
 // DNS-rebinding guard, the browser (CSRF) guard, bearer-token auth, body
 // limits and JSON errors. It owns no state: every endpoint calls the Backend.
+// Its request and response bodies are in internal/proto and
+// internal/proto/llmproto, so that clients need not import this package.
 package httpapi
 
 import (
