@@ -6,7 +6,8 @@ import (
 	"os"
 )
 
-// Modes of the host folders that prepareHost makes.
+// Modes of the host folders a runtime makes for a sandbox (the workspace)
+// and the gateway makes for its socket.
 const (
 	// WorkspaceMode: only the owner (the agent's user, or the gateway's
 	// user) may enter the workspace, so that a setuid file an agent made

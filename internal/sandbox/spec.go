@@ -51,7 +51,7 @@ const (
 var nameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 
 // ValidName reports whether s may name an agent, a package or a skill:
-// letters, digits, '_', '.', '-'; at most 63, not starting with a sign.
+// letters, digits, '_', '.', '-', starting with a letter or digit; at most 63.
 func ValidName(s string) bool { return nameRE.MatchString(s) }
 
 // Validate checks the parts of a spec a runtime relies on.
