@@ -17,6 +17,7 @@ import (
 	"github.com/beige-dev/beige/internal/gateway"
 	"github.com/beige-dev/beige/internal/home"
 	"github.com/beige-dev/beige/internal/llm"
+	"github.com/beige-dev/beige/internal/sandbox/docker"
 )
 
 // ExitDoctorFailed is what doctor exits with when it could not run its
@@ -34,7 +35,7 @@ type doctorDeps struct {
 
 var defaultDoctorDeps = doctorDeps{
 	engine: func() (doctor.Engine, func(), error) {
-		d, err := doctor.NewDockerEngine()
+		d, err := docker.New(docker.Options{})
 		if err != nil {
 			return nil, nil, err
 		}

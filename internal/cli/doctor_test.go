@@ -21,7 +21,7 @@ type fakeEngine struct {
 	has  map[string]bool
 }
 
-func (e fakeEngine) Version(context.Context) (string, string, error) {
+func (e fakeEngine) EngineVersion(context.Context) (string, string, error) {
 	if e.down {
 		return "", "", errors.New("dial unix /var/run/docker.sock: connect: no such file or directory")
 	}

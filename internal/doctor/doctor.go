@@ -56,10 +56,11 @@ type Finding struct {
 	Fix     string `json:"fix,omitempty"`
 }
 
-// Engine is what doctor asks of the container engine.
+// Engine is what doctor asks of the container engine (the Docker
+// runtime, internal/sandbox/docker, has these methods).
 type Engine interface {
-	// Version is the engine's version and the highest API version it serves.
-	Version(ctx context.Context) (version, api string, err error)
+	// EngineVersion is the engine's version and the highest API version it serves.
+	EngineVersion(ctx context.Context) (version, api string, err error)
 	// HasImage reports whether the engine holds image (by name or ID).
 	HasImage(ctx context.Context, image string) (bool, error)
 }
@@ -186,7 +187,7 @@ func checkEngine(ctx context.Context, r *report, o Options) {
 		r.add(Info, "engine.skipped", "the container engine was not checked", "")
 		return
 	}
-	v, api, err := o.Engine.Version(ctx)
+	v, api, err := o.Engine.EngineVersion(ctx)
 	if err != nil {
 		r.add(Error, "engine.unreachable", fmt.Sprintf("the Docker engine does not answer (DOCKER_HOST=%q): %v", os.Getenv("DOCKER_HOST"), err),
 			"start dockerd (systemctl start docker), or point DOCKER_HOST at a running engine; without it no sandbox starts")

@@ -1,13 +1,13 @@
-// Package sandboxtest helps tests that need real sandboxes: it finds the
+// Package dockertest helps tests that need real sandboxes: it finds the
 // Docker engine (skipping the test when none answers), makes a tiny busybox
 // image without any registry, builds the static helper binary, and hands out
 // specs whose containers are removed when the test ends.
 //
 // A typical test:
 //
-//	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{})
-//	sb, err := rt.Ensure(ctx, sandboxtest.NewSpec(t, "exec"))
-package sandboxtest
+//	rt := dockertest.NewRuntime(t, docker.Options{})
+//	sb, err := rt.Ensure(ctx, dockertest.NewSpec(t, "exec"))
+package dockertest
 
 import (
 	"context"
@@ -29,6 +29,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/beige-dev/beige/internal/sandbox"
+	"github.com/beige-dev/beige/internal/sandbox/docker"
 )
 
 // ImageTag is the test image. Its tag carries a version: change the file
@@ -103,8 +104,8 @@ func Image(t testing.TB) string {
 			imageResult.err = fmt.Errorf("inspect %s: %w", ImageTag, err)
 			return
 		}
-		rootfs, err := sandbox.BusyboxRootFS(sandbox.BusyboxPath)
-		if errors.Is(err, sandbox.ErrNoBusybox) {
+		rootfs, err := docker.BusyboxRootFS(docker.BusyboxPath)
+		if errors.Is(err, docker.ErrNoBusybox) {
 			imageResult.skip = "cannot build the test image: " + err.Error()
 			return
 		}
@@ -112,7 +113,7 @@ func Image(t testing.TB) string {
 			imageResult.err = err
 			return
 		}
-		imageResult.err = sandbox.ImportImage(ctx, c, rootfs, ImageTag, "beige test image")
+		imageResult.err = docker.ImportImage(ctx, c, rootfs, ImageTag, "beige test image")
 	})
 	return imageResult.get(t)
 }
@@ -232,7 +233,7 @@ func RemoveContainer(t testing.TB, agent string) {
 	c := RequireDocker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	name := sandbox.ContainerName(agent)
+	name := docker.ContainerName(agent)
 	if os.Geteuid() != 0 {
 		chmodWorkspace(ctx, c, name)
 	}
@@ -262,7 +263,7 @@ func chmodWorkspace(ctx context.Context, c *client.Client, name string) {
 // Unless opts says otherwise, it has its own Instance (so its Prune leaves
 // other tests' sandboxes alone) and logs to stderr only when BEIGE_TEST_LOG
 // is set.
-func NewRuntime(t testing.TB, opts sandbox.DockerOptions) *sandbox.Docker {
+func NewRuntime(t testing.TB, opts docker.Options) *docker.Runtime {
 	t.Helper()
 	RequireDocker(t)
 	if opts.Instance == "" {
@@ -274,9 +275,9 @@ func NewRuntime(t testing.TB, opts sandbox.DockerOptions) *sandbox.Docker {
 			opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		}
 	}
-	rt, err := sandbox.NewDocker(opts)
+	rt, err := docker.New(opts)
 	if err != nil {
-		t.Fatalf("NewDocker: %v", err)
+		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() { rt.Close() })
 	return rt

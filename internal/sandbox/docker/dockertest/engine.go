@@ -1,4 +1,4 @@
-package sandboxtest
+package dockertest
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/beige-dev/beige/internal/sandbox"
+	"github.com/beige-dev/beige/internal/sandbox/docker"
 )
 
 // Engine is a private Docker engine a test started: its own dockerd on its
@@ -204,8 +204,8 @@ func (e *Engine) Log() string {
 // tag. It skips the test when there is no static busybox.
 func (e *Engine) Image() string {
 	e.t.Helper()
-	rootfs, err := sandbox.BusyboxRootFS(sandbox.BusyboxPath)
-	if errors.Is(err, sandbox.ErrNoBusybox) {
+	rootfs, err := docker.BusyboxRootFS(docker.BusyboxPath)
+	if errors.Is(err, docker.ErrNoBusybox) {
 		e.t.Skip("cannot build the test image: " + err.Error())
 	}
 	if err != nil {
@@ -213,7 +213,7 @@ func (e *Engine) Image() string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := sandbox.ImportImage(ctx, e.cli, rootfs, ImageTag, "beige test image"); err != nil {
+	if err := docker.ImportImage(ctx, e.cli, rootfs, ImageTag, "beige test image"); err != nil {
 		e.t.Fatalf("import the test image into the private engine: %v", err)
 	}
 	return ImageTag

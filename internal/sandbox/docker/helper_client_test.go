@@ -1,4 +1,4 @@
-package sandbox
+package docker
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/sandbox"
 	"github.com/beige-dev/beige/internal/sandbox/helper"
 )
 
@@ -117,10 +118,10 @@ func TestHelperClientGarbage(t *testing.T) {
 }
 
 func TestHelperError(t *testing.T) {
-	if err := helperError(&proto.HelperResponse{Code: proto.HelperErrNotExist, Error: "x"}); !errors.Is(err, ErrNotExist) {
+	if err := helperError(&proto.HelperResponse{Code: proto.HelperErrNotExist, Error: "x"}); !errors.Is(err, sandbox.ErrNotExist) {
 		t.Error(err)
 	}
-	if err := helperError(&proto.HelperResponse{Code: proto.HelperErrIsDir, Error: "x"}); !errors.Is(err, ErrIsDir) {
+	if err := helperError(&proto.HelperResponse{Code: proto.HelperErrIsDir, Error: "x"}); !errors.Is(err, sandbox.ErrIsDir) {
 		t.Error(err)
 	}
 	if err := helperError(&proto.HelperResponse{Code: proto.HelperErrPermission, Error: "open x: permission denied"}); err.Error() != "sandbox helper: open x: permission denied" {

@@ -1,4 +1,4 @@
-package sandbox_test
+package docker_test
 
 import (
 	"context"
@@ -14,7 +14,8 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/beige-dev/beige/internal/sandbox"
-	"github.com/beige-dev/beige/internal/sandbox/sandboxtest"
+	"github.com/beige-dev/beige/internal/sandbox/docker"
+	"github.com/beige-dev/beige/internal/sandbox/docker/dockertest"
 )
 
 // agentUser is the non-root user these tests run agent code as; they set
@@ -28,8 +29,8 @@ func newAgentSandbox(t *testing.T, name string, edit func(*sandbox.Spec)) (sandb
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to give the workspace to the agent user")
 	}
-	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{})
-	spec := sandboxtest.NewSpec(t, name)
+	rt := dockertest.NewRuntime(t, docker.Options{})
+	spec := dockertest.NewSpec(t, name)
 	spec.User = agentUser
 	if edit != nil {
 		edit(&spec)
@@ -57,10 +58,10 @@ func rootExec(t *testing.T, spec sandbox.Spec, cmd ...string) {
 }
 
 func tryRootExec(t *testing.T, spec sandbox.Spec, cmd ...string) error {
-	c := sandboxtest.RequireDocker(t)
+	c := dockertest.RequireDocker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ex, err := c.ExecCreate(ctx, sandbox.ContainerName(spec.Agent), client.ExecCreateOptions{User: "0:0", Cmd: cmd})
+	ex, err := c.ExecCreate(ctx, docker.ContainerName(spec.Agent), client.ExecCreateOptions{User: "0:0", Cmd: cmd})
 	if err != nil {
 		return fmt.Errorf("exec %q: %w", cmd, err)
 	}

@@ -1,4 +1,4 @@
-package sandbox
+package docker
 
 import (
 	"fmt"
@@ -12,50 +12,12 @@ import (
 	"testing"
 
 	"github.com/moby/moby/api/types/mount"
+
+	"github.com/beige-dev/beige/internal/sandbox"
 )
 
-func TestParseMemory(t *testing.T) {
-	tests := []struct {
-		in   string
-		want int64
-		ok   bool
-	}{
-		{"", 0, true},
-		{"0", 0, true},
-		{"1048576", 1 << 20, true},
-		{"512b", 512, true},
-		{"1k", 1 << 10, true},
-		{"1K", 1 << 10, true},
-		{"64m", 64 << 20, true},
-		{"64mb", 64 << 20, true},
-		{"64MiB", 64 << 20, true},
-		{"2g", 2 << 30, true},
-		{"3G", 3 << 30, true},
-		{"1.5g", 3 << 29, true},
-		{"1t", 1 << 40, true},
-		{" 2g ", 2 << 30, true},
-		{"-1", 0, false},
-		{"-1g", 0, false},
-		{"g", 0, false},
-		{"2x", 0, false},
-		{"0x10", 0, false},
-		{"1e3", 0, false},
-		{"abc", 0, false},
-		{"+5", 0, false},
-		{"99999999999999999999", 0, false},
-		{"9999999999t", 0, false},
-		{"NaN", 0, false},
-	}
-	for _, tt := range tests {
-		got, err := ParseMemory(tt.in)
-		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("ParseMemory(%q) = %d, %v; want %d, ok=%v", tt.in, got, err, tt.want, tt.ok)
-		}
-	}
-}
-
-func baseSpec() Spec {
-	return Spec{
+func baseSpec() sandbox.Spec {
+	return sandbox.Spec{
 		Agent:        "travel",
 		Image:        "beige-sandbox:latest",
 		Workspace:    "/h/ws",
@@ -77,17 +39,17 @@ func TestConfigHash(t *testing.T) {
 	}
 	same := []struct {
 		name string
-		mod  func(*Spec)
+		mod  func(*sandbox.Spec)
 	}{
-		{"identical", func(*Spec) {}},
-		{"maps rebuilt in another order", func(s *Spec) {
+		{"identical", func(*sandbox.Spec) {}},
+		{"maps rebuilt in another order", func(s *sandbox.Spec) {
 			s.Packages = map[string]string{"browser": "/h/plugins/browser", "git": "/h/plugins/git"}
 		}},
-		{"explicit default pids", func(s *Spec) { s.PidsLimit = DefaultPidsLimit }},
-		{"explicit default network", func(s *Spec) { s.Network = DefaultNetwork }},
-		{"explicit default user", func(s *Spec) { s.User = DefaultUser() }},
-		{"explicit default memory", func(s *Spec) { s.MemoryLimit = DefaultMemoryLimit }},
-		{"explicit default cpus", func(s *Spec) { s.CPUs = DefaultCPUs }},
+		{"explicit default pids", func(s *sandbox.Spec) { s.PidsLimit = sandbox.DefaultPidsLimit }},
+		{"explicit default network", func(s *sandbox.Spec) { s.Network = sandbox.DefaultNetwork }},
+		{"explicit default user", func(s *sandbox.Spec) { s.User = sandbox.DefaultUser() }},
+		{"explicit default memory", func(s *sandbox.Spec) { s.MemoryLimit = sandbox.DefaultMemoryLimit }},
+		{"explicit default cpus", func(s *sandbox.Spec) { s.CPUs = sandbox.DefaultCPUs }},
 	}
 	for _, tt := range same {
 		s := baseSpec()
@@ -96,40 +58,40 @@ func TestConfigHash(t *testing.T) {
 			t.Errorf("%s: hash changed", tt.name)
 		}
 	}
-	empty := Spec{Agent: "a", Image: "i"}
-	emptyMaps := Spec{Agent: "a", Image: "i", Env: map[string]string{}, Packages: map[string]string{}, Skills: map[string]string{}, ExtraMounts: []Mount{}}
+	empty := sandbox.Spec{Agent: "a", Image: "i"}
+	emptyMaps := sandbox.Spec{Agent: "a", Image: "i", Env: map[string]string{}, Packages: map[string]string{}, Skills: map[string]string{}, ExtraMounts: []sandbox.Mount{}}
 	if ConfigHash(empty, "", "", "") != ConfigHash(emptyMaps, "", "", "") {
 		t.Error("nil and empty maps hash differently")
 	}
 
 	differ := []struct {
 		name string
-		mod  func(*Spec)
+		mod  func(*sandbox.Spec)
 	}{
-		{"agent", func(s *Spec) { s.Agent = "other" }},
-		{"image", func(s *Spec) { s.Image = "other:latest" }},
-		{"workspace", func(s *Spec) { s.Workspace = "/h/ws2" }},
-		{"launchers", func(s *Spec) { s.Launchers = "" }},
-		{"package added", func(s *Spec) { s.Packages["slack"] = "/h/plugins/slack" }},
-		{"package moved", func(s *Spec) { s.Packages["git"] = "/h/plugins/git2" }},
-		{"skill", func(s *Spec) { s.Skills = nil }},
-		{"socket dir", func(s *Spec) { s.SocketDir = "/h/sock2" }},
-		{"helper path", func(s *Spec) { s.HelperBinary = "/h/bin2/beige-sandbox" }},
-		{"extra mount", func(s *Spec) { s.ExtraMounts = []Mount{{Source: "/data", Target: "/data"}} }},
-		{"env value", func(s *Spec) { s.Env["TZ"] = "Europe/Paris" }},
-		{"memory", func(s *Spec) { s.MemoryLimit = 2 << 30 }},
-		{"cpus", func(s *Spec) { s.CPUs = 1.5 }},
-		{"pids", func(s *Spec) { s.PidsLimit = 100 }},
-		{"no cpu limit", func(s *Spec) { s.CPUs = -1 }},
-		{"no memory limit", func(s *Spec) { s.MemoryLimit = -1 }},
-		{"user", func(s *Spec) { s.User = "4242:4242" }},
-		{"root", func(s *Spec) { s.User = RootUser }},
-		{"read-only root filesystem", func(s *Spec) { s.ReadOnlyRootfs = true }},
-		{"network", func(s *Spec) { s.Network = "none" }},
-		{"runtime", func(s *Spec) { s.Runtime = "runsc" }},
-		{"cap add", func(s *Spec) { s.CapAdd = []string{"NET_RAW"} }},
-		{"cap drop empty (drop nothing) differs from nil (default)", func(s *Spec) { s.CapDrop = []string{} }},
-		{"security opt", func(s *Spec) { s.SecurityOpt = []string{} }},
+		{"agent", func(s *sandbox.Spec) { s.Agent = "other" }},
+		{"image", func(s *sandbox.Spec) { s.Image = "other:latest" }},
+		{"workspace", func(s *sandbox.Spec) { s.Workspace = "/h/ws2" }},
+		{"launchers", func(s *sandbox.Spec) { s.Launchers = "" }},
+		{"package added", func(s *sandbox.Spec) { s.Packages["slack"] = "/h/plugins/slack" }},
+		{"package moved", func(s *sandbox.Spec) { s.Packages["git"] = "/h/plugins/git2" }},
+		{"skill", func(s *sandbox.Spec) { s.Skills = nil }},
+		{"socket dir", func(s *sandbox.Spec) { s.SocketDir = "/h/sock2" }},
+		{"helper path", func(s *sandbox.Spec) { s.HelperBinary = "/h/bin2/beige-sandbox" }},
+		{"extra mount", func(s *sandbox.Spec) { s.ExtraMounts = []sandbox.Mount{{Source: "/data", Target: "/data"}} }},
+		{"env value", func(s *sandbox.Spec) { s.Env["TZ"] = "Europe/Paris" }},
+		{"memory", func(s *sandbox.Spec) { s.MemoryLimit = 2 << 30 }},
+		{"cpus", func(s *sandbox.Spec) { s.CPUs = 1.5 }},
+		{"pids", func(s *sandbox.Spec) { s.PidsLimit = 100 }},
+		{"no cpu limit", func(s *sandbox.Spec) { s.CPUs = -1 }},
+		{"no memory limit", func(s *sandbox.Spec) { s.MemoryLimit = -1 }},
+		{"user", func(s *sandbox.Spec) { s.User = "4242:4242" }},
+		{"root", func(s *sandbox.Spec) { s.User = sandbox.RootUser }},
+		{"read-only root filesystem", func(s *sandbox.Spec) { s.ReadOnlyRootfs = true }},
+		{"network", func(s *sandbox.Spec) { s.Network = "none" }},
+		{"runtime", func(s *sandbox.Spec) { s.Runtime = "runsc" }},
+		{"cap add", func(s *sandbox.Spec) { s.CapAdd = []string{"NET_RAW"} }},
+		{"cap drop empty (drop nothing) differs from nil (default)", func(s *sandbox.Spec) { s.CapDrop = []string{} }},
+		{"security opt", func(s *sandbox.Spec) { s.SecurityOpt = []string{} }},
 	}
 	seen := map[string]string{base: "base"}
 	for _, tt := range differ {
@@ -156,25 +118,25 @@ func TestContainerConfig(t *testing.T) {
 	t.Setenv("ANTHROPIC_API_KEY", "canary-123")
 	spec := baseSpec()
 	spec.Env["PATH"] = "/evil"
-	spec.ExtraMounts = []Mount{{Source: "/data", Target: "/data/", ReadOnly: true}}
+	spec.ExtraMounts = []sandbox.Mount{{Source: "/data", Target: "/data/", ReadOnly: true}}
 	cfg, host := containerConfig(spec, map[string]string{LabelAgent: "travel"})
 
-	wantEnv := []string{"PATH=" + DefaultPATH, "HOME=" + HomePath, "LANG=C.UTF-8", "TZ=UTC", // then the "proxy" mode's variables
+	wantEnv := []string{"PATH=" + sandbox.DefaultPATH, "HOME=" + sandbox.HomePath, "LANG=C.UTF-8", "TZ=UTC", // then the "proxy" mode's variables
 		"BEIGE_EGRESS_LISTEN=127.0.0.1:3128", "HTTPS_PROXY=http://127.0.0.1:3128", "HTTP_PROXY=http://127.0.0.1:3128", "NO_PROXY=localhost,127.0.0.1,::1",
 		"http_proxy=http://127.0.0.1:3128", "https_proxy=http://127.0.0.1:3128", "no_proxy=localhost,127.0.0.1,::1"}
 	if !slices.Equal(cfg.Env, wantEnv) {
 		t.Errorf("Env = %q, want %q", cfg.Env, wantEnv)
 	}
-	if !slices.Equal(cfg.Entrypoint, []string{HelperPath, "idle"}) || cfg.Cmd != nil {
+	if !slices.Equal(cfg.Entrypoint, []string{sandbox.HelperPath, "idle"}) || cfg.Cmd != nil {
 		t.Errorf("Entrypoint = %q Cmd = %q", cfg.Entrypoint, cfg.Cmd)
 	}
-	if cfg.Hostname != "beige-travel" || cfg.WorkingDir != WorkspacePath || cfg.Image != spec.Image {
+	if cfg.Hostname != "beige-travel" || cfg.WorkingDir != sandbox.WorkspacePath || cfg.Image != spec.Image {
 		t.Errorf("config = %+v", cfg)
 	}
 	if host.Init == nil || !*host.Init {
 		t.Error("Init is not set")
 	}
-	if !slices.Equal(host.CapDrop, []string{"ALL"}) || !slices.Equal(host.CapAdd, DefaultCapAdd) {
+	if !slices.Equal(host.CapDrop, []string{"ALL"}) || !slices.Equal(host.CapAdd, sandbox.DefaultCapAdd) {
 		t.Errorf("caps drop %q add %q", host.CapDrop, host.CapAdd)
 	}
 	if slices.Contains(host.CapAdd, "NET_RAW") {
@@ -183,7 +145,7 @@ func TestContainerConfig(t *testing.T) {
 	if !slices.Equal(host.SecurityOpt, []string{"no-new-privileges:true"}) {
 		t.Errorf("SecurityOpt = %q", host.SecurityOpt)
 	}
-	if host.PidsLimit == nil || *host.PidsLimit != DefaultPidsLimit || host.Memory != 3<<30 || host.NanoCPUs != 1e9 {
+	if host.PidsLimit == nil || *host.PidsLimit != sandbox.DefaultPidsLimit || host.Memory != 3<<30 || host.NanoCPUs != 1e9 {
 		t.Errorf("resources = %+v", host.Resources)
 	}
 	if host.NetworkMode != "none" { // the default "proxy" mode: loopback only
@@ -220,16 +182,16 @@ func TestContainerConfig(t *testing.T) {
 			t.Errorf("host env leaked: %s", v)
 		}
 	}
-	if cfg.User != RootUser || cfg.Labels[LabelUser] != DefaultUser() || DefaultUser() == RootUser {
+	if cfg.User != sandbox.RootUser || cfg.Labels[LabelUser] != sandbox.DefaultUser() || sandbox.DefaultUser() == sandbox.RootUser {
 		t.Errorf("User = %q, label %s = %q; want root for the helper and the default non-root %q for agent code",
-			cfg.User, LabelUser, cfg.Labels[LabelUser], DefaultUser())
+			cfg.User, LabelUser, cfg.Labels[LabelUser], sandbox.DefaultUser())
 	}
 	if host.Sysctls["net.ipv4.ip_unprivileged_port_start"] != "1024" {
 		t.Errorf("Sysctls = %v: ports below 1024 are open to every user", host.Sysctls)
 	}
-	uid, gid, _ := ParseUser("")
-	if host.Tmpfs[TmpPath] != "rw,nosuid,nodev,mode=1777" ||
-		host.Tmpfs[HomePath] != fmt.Sprintf("rw,nosuid,nodev,mode=0700,uid=%d,gid=%d", uid, gid) {
+	uid, gid, _ := sandbox.ParseUser("")
+	if host.Tmpfs[sandbox.TmpPath] != "rw,nosuid,nodev,mode=1777" ||
+		host.Tmpfs[sandbox.HomePath] != fmt.Sprintf("rw,nosuid,nodev,mode=0700,uid=%d,gid=%d", uid, gid) {
 		t.Errorf("Tmpfs = %q", host.Tmpfs)
 	}
 	if host.ReadonlyRootfs {
@@ -244,11 +206,11 @@ func TestContainerConfigUser(t *testing.T) {
 		user, wantUser string
 		wantCaps       []string
 	}{
-		{"", DefaultUser(), []string{"SETUID", "SETGID", "KILL"}},
+		{"", sandbox.DefaultUser(), []string{"SETUID", "SETGID", "KILL"}},
 		{"1234:5678", "1234:5678", []string{"SETUID", "SETGID", "KILL"}},
-		{RootUser, "0:0", []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"}},
+		{sandbox.RootUser, "0:0", []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"}},
 	} {
-		spec := Spec{Agent: "a", Image: "i", User: tt.user, ReadOnlyRootfs: true}
+		spec := sandbox.Spec{Agent: "a", Image: "i", User: tt.user, ReadOnlyRootfs: true}
 		cfg, host := containerConfig(spec, nil)
 		if cfg.Labels[LabelUser] != tt.wantUser || !slices.Equal(host.CapAdd, tt.wantCaps) {
 			t.Errorf("user %q: agent user %q CapAdd %q, want %q %q", tt.user, cfg.Labels[LabelUser], host.CapAdd, tt.wantUser, tt.wantCaps)
@@ -258,24 +220,24 @@ func TestContainerConfigUser(t *testing.T) {
 		}
 	}
 	// Explicit caps win, for root too.
-	_, host := containerConfig(Spec{Agent: "a", Image: "i", User: RootUser, CapAdd: []string{"KILL"}}, nil)
+	_, host := containerConfig(sandbox.Spec{Agent: "a", Image: "i", User: sandbox.RootUser, CapAdd: []string{"KILL"}}, nil)
 	if !slices.Equal(host.CapAdd, []string{"KILL"}) {
 		t.Errorf("CapAdd = %q", host.CapAdd)
 	}
 	// No net.* sysctl where the engine refuses it.
-	_, host = containerConfig(Spec{Agent: "a", Image: "i", Network: "host"}, nil)
+	_, host = containerConfig(sandbox.Spec{Agent: "a", Image: "i", Network: "host"}, nil)
 	if len(host.Sysctls) != 0 {
 		t.Errorf("host network: Sysctls = %v", host.Sysctls)
 	}
 	// -1: no limit.
-	_, host = containerConfig(Spec{Agent: "a", Image: "i", CPUs: -1, MemoryLimit: -1, PidsLimit: -1}, nil)
+	_, host = containerConfig(sandbox.Spec{Agent: "a", Image: "i", CPUs: -1, MemoryLimit: -1, PidsLimit: -1}, nil)
 	if host.NanoCPUs != 0 || host.Memory != 0 || *host.PidsLimit != -1 {
 		t.Errorf("no limits: %+v", host.Resources)
 	}
 }
 
 func TestContainerConfigOverrides(t *testing.T) {
-	spec := Spec{Agent: "a", Image: "i", CPUs: 1.5, PidsLimit: 64, Network: "none", Runtime: "runsc",
+	spec := sandbox.Spec{Agent: "a", Image: "i", CPUs: 1.5, PidsLimit: 64, Network: "none", Runtime: "runsc",
 		CapDrop: []string{"NET_RAW"}, CapAdd: []string{}, SecurityOpt: []string{"seccomp=unconfined"}}
 	cfg, host := containerConfig(spec, nil)
 	if host.NanoCPUs != 1_500_000_000 || *host.PidsLimit != 64 || host.NetworkMode != "none" || host.Runtime != "runsc" {
@@ -294,31 +256,31 @@ func TestContainerConfigOverrides(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	ok := baseSpec()
-	if err := ok.validate(); err != nil {
+	if err := ok.Validate(); err != nil {
 		t.Fatalf("valid spec: %v", err)
 	}
-	bad := []func(*Spec){
-		func(s *Spec) { s.Agent = "" },
-		func(s *Spec) { s.Agent = "../x" },
-		func(s *Spec) { s.Agent = "a b" },
-		func(s *Spec) { s.Agent = strings.Repeat("a", 64) },
-		func(s *Spec) { s.Image = "" },
-		func(s *Spec) { s.Packages["../etc"] = "/x" },
-		func(s *Spec) { s.Skills["s"] = "relative/path" },
-		func(s *Spec) { s.Workspace = "ws" },
-		func(s *Spec) { s.ExtraMounts = []Mount{{Source: "/a", Target: "b"}} },
-		func(s *Spec) { s.Env["A=B"] = "x" },
-		func(s *Spec) { s.CPUs = math.NaN() },
-		func(s *Spec) { s.PidsLimit = -2 },
-		func(s *Spec) { s.User = "root" },
-		func(s *Spec) { s.User = "1000" },
-		func(s *Spec) { s.User = "-1:0" },
-		func(s *Spec) { s.User = "bob:bob" },
+	bad := []func(*sandbox.Spec){
+		func(s *sandbox.Spec) { s.Agent = "" },
+		func(s *sandbox.Spec) { s.Agent = "../x" },
+		func(s *sandbox.Spec) { s.Agent = "a b" },
+		func(s *sandbox.Spec) { s.Agent = strings.Repeat("a", 64) },
+		func(s *sandbox.Spec) { s.Image = "" },
+		func(s *sandbox.Spec) { s.Packages["../etc"] = "/x" },
+		func(s *sandbox.Spec) { s.Skills["s"] = "relative/path" },
+		func(s *sandbox.Spec) { s.Workspace = "ws" },
+		func(s *sandbox.Spec) { s.ExtraMounts = []sandbox.Mount{{Source: "/a", Target: "b"}} },
+		func(s *sandbox.Spec) { s.Env["A=B"] = "x" },
+		func(s *sandbox.Spec) { s.CPUs = math.NaN() },
+		func(s *sandbox.Spec) { s.PidsLimit = -2 },
+		func(s *sandbox.Spec) { s.User = "root" },
+		func(s *sandbox.Spec) { s.User = "1000" },
+		func(s *sandbox.Spec) { s.User = "-1:0" },
+		func(s *sandbox.Spec) { s.User = "bob:bob" },
 	}
 	for i, mod := range bad {
 		s := baseSpec()
 		mod(&s)
-		if err := s.validate(); err == nil {
+		if err := s.Validate(); err == nil {
 			t.Errorf("bad spec %d accepted", i)
 		}
 	}
@@ -328,7 +290,7 @@ func TestPrepareHost(t *testing.T) {
 	dir := t.TempDir()
 	helper := filepath.Join(dir, "beige-sandbox")
 	os.WriteFile(helper, []byte("bin"), 0o755)
-	spec := Spec{
+	spec := sandbox.Spec{
 		Agent: "a", Image: "i",
 		Workspace:    filepath.Join(dir, "ws"),
 		Launchers:    filepath.Join(dir, "launchers"),
@@ -378,7 +340,7 @@ func TestPreparePackagesDocsOnly(t *testing.T) {
 	pkgs := filepath.Join(dir, "packages")
 	os.MkdirAll(filepath.Join(pkgs, "gone"), 0o755) // a plugin no longer used
 	os.WriteFile(filepath.Join(pkgs, "gone", "plugin.json"), []byte("{}"), 0o644)
-	spec := Spec{Agent: "a", Image: "i", PackagesDir: pkgs, Packages: map[string]string{"git": plug}}
+	spec := sandbox.Spec{Agent: "a", Image: "i", PackagesDir: pkgs, Packages: map[string]string{"git": plug}}
 	if err := prepareHost(spec, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +381,7 @@ func TestPrepareWorkspace(t *testing.T) {
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "ws")
 	os.Mkdir(ws, 0o755)
-	spec := Spec{Agent: "a", Image: "i", Workspace: ws, User: "4242:4343"}
+	spec := sandbox.Spec{Agent: "a", Image: "i", Workspace: ws, User: "4242:4343"}
 	if err := prepareHost(spec, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +426,7 @@ func TestGiveWorkspace(t *testing.T) {
 	os.WriteFile(filepath.Join(ws, "thirds"), nil, 0o644)
 	os.Chown(filepath.Join(ws, "thirds"), 777, 777)
 
-	if err := giveWorkspace(Spec{Agent: "a", Image: "i", Workspace: ws, User: "4242:4343"}, slog.New(slog.DiscardHandler)); err != nil {
+	if err := giveWorkspace(sandbox.Spec{Agent: "a", Image: "i", Workspace: ws, User: "4242:4343"}, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	owner := func(p string) (uint32, os.FileMode) {
@@ -489,7 +451,7 @@ func TestGiveWorkspace(t *testing.T) {
 	}
 	// Done once: the root folder is the agent's now.
 	os.Chown(filepath.Join(ws, "src", "deep", "main.go"), 0, 0)
-	giveWorkspace(Spec{Agent: "a", Image: "i", Workspace: ws, User: "4242:4343"}, slog.New(slog.DiscardHandler))
+	giveWorkspace(sandbox.Spec{Agent: "a", Image: "i", Workspace: ws, User: "4242:4343"}, slog.New(slog.DiscardHandler))
 	if uid, _ := owner(filepath.Join(ws, "src", "deep", "main.go")); uid != 0 {
 		t.Error("the workspace was walked again although its root folder was the agent's")
 	}
@@ -505,7 +467,7 @@ func TestPrepareHostWarnsAndOpens(t *testing.T) {
 	var logs strings.Builder
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	old := syscall.Umask(0o077)
-	spec := Spec{Agent: "a", Image: "i", Workspace: filepath.Join(open, "ws"),
+	spec := sandbox.Spec{Agent: "a", Image: "i", Workspace: filepath.Join(open, "ws"),
 		Launchers: filepath.Join(dir, "l"), PackagesDir: filepath.Join(dir, "p"), Packages: map[string]string{"git": dir}}
 	err := prepareHost(spec, log)
 	syscall.Umask(old)

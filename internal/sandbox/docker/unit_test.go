@@ -1,4 +1,4 @@
-package sandbox
+package docker
 
 import (
 	"archive/tar"
@@ -19,6 +19,8 @@ import (
 	"github.com/moby/moby/api/types/image"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
+
+	"github.com/beige-dev/beige/internal/sandbox"
 )
 
 // fakeAPI is an in-memory engine for the error paths of the runtime.
@@ -209,9 +211,9 @@ func (f *fakeAPI) callList() []string {
 	return out
 }
 
-func fakeSpec(t *testing.T, agent string) Spec {
+func fakeSpec(t *testing.T, agent string) sandbox.Spec {
 	dir := t.TempDir()
-	return Spec{Agent: agent, Image: "img:1", Workspace: filepath.Join(dir, "ws")}
+	return sandbox.Spec{Agent: agent, Image: "img:1", Workspace: filepath.Join(dir, "ws")}
 }
 
 func hasCall(calls []string, prefix string) bool {
@@ -221,7 +223,7 @@ func hasCall(calls []string, prefix string) bool {
 func TestEnsureFake(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeAPI()
-	d := newDocker(f, DockerOptions{DisableHelper: true})
+	d := newDocker(f, Options{DisableHelper: true})
 	spec := fakeSpec(t, "a")
 
 	sb, err := d.Ensure(ctx, spec)
@@ -280,7 +282,7 @@ func TestEnsureErrors(t *testing.T) {
 	boom := errors.New("boom")
 
 	t.Run("missing image", func(t *testing.T) {
-		d := newDocker(newFakeAPI(), DockerOptions{})
+		d := newDocker(newFakeAPI(), Options{})
 		spec := fakeSpec(t, "a")
 		spec.Image = "nope:latest"
 		_, err := d.Ensure(ctx, spec)
@@ -290,15 +292,15 @@ func TestEnsureErrors(t *testing.T) {
 		}
 	})
 	t.Run("invalid spec", func(t *testing.T) {
-		d := newDocker(newFakeAPI(), DockerOptions{})
-		if _, err := d.Ensure(ctx, Spec{Agent: "a/b", Image: "img:1"}); err == nil {
+		d := newDocker(newFakeAPI(), Options{})
+		if _, err := d.Ensure(ctx, sandbox.Spec{Agent: "a/b", Image: "img:1"}); err == nil {
 			t.Error("accepted")
 		}
 	})
 	t.Run("create fails", func(t *testing.T) {
 		f := newFakeAPI()
 		f.fail["ContainerCreate"] = boom
-		d := newDocker(f, DockerOptions{})
+		d := newDocker(f, Options{})
 		_, err := d.Ensure(ctx, fakeSpec(t, "a"))
 		if !errors.Is(err, boom) || !strings.Contains(err.Error(), `start sandbox "a": create container beige-a`) {
 			t.Errorf("err = %v", err)
@@ -307,7 +309,7 @@ func TestEnsureErrors(t *testing.T) {
 	t.Run("start fails removes the container", func(t *testing.T) {
 		f := newFakeAPI()
 		f.fail["ContainerStart"] = boom
-		d := newDocker(f, DockerOptions{})
+		d := newDocker(f, Options{})
 		_, err := d.Ensure(ctx, fakeSpec(t, "a"))
 		if !errors.Is(err, boom) {
 			t.Errorf("err = %v", err)
@@ -319,7 +321,7 @@ func TestEnsureErrors(t *testing.T) {
 	t.Run("inspect fails", func(t *testing.T) {
 		f := newFakeAPI()
 		f.fail["ContainerInspect"] = boom
-		d := newDocker(f, DockerOptions{})
+		d := newDocker(f, Options{})
 		if _, err := d.Ensure(ctx, fakeSpec(t, "a")); !errors.Is(err, boom) {
 			t.Errorf("err = %v", err)
 		}
@@ -327,7 +329,7 @@ func TestEnsureErrors(t *testing.T) {
 	t.Run("foreign container with our name", func(t *testing.T) {
 		f := newFakeAPI()
 		f.containers["x"] = &fakeContainer{id: "x", name: "beige-a", state: container.StateRunning}
-		d := newDocker(f, DockerOptions{})
+		d := newDocker(f, Options{})
 		_, err := d.Ensure(ctx, fakeSpec(t, "a"))
 		if !errors.Is(err, ErrNameTaken) || !strings.Contains(err.Error(), "no beige labels") {
 			t.Errorf("err = %v", err)
@@ -337,26 +339,26 @@ func TestEnsureErrors(t *testing.T) {
 		}
 	})
 	t.Run("closed", func(t *testing.T) {
-		d := newDocker(newFakeAPI(), DockerOptions{})
+		d := newDocker(newFakeAPI(), Options{})
 		d.Close()
 		if _, err := d.Ensure(ctx, fakeSpec(t, "a")); !errors.Is(err, ErrClosed) {
 			t.Errorf("err = %v", err)
 		}
 	})
 	t.Run("exec on stopped container", func(t *testing.T) {
-		d := newDocker(newFakeAPI(), DockerOptions{DisableHelper: true})
+		d := newDocker(newFakeAPI(), Options{DisableHelper: true})
 		sb, err := d.Ensure(ctx, fakeSpec(t, "a"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = sb.Exec(ctx, ExecRequest{Command: "true"})
-		if !errors.Is(err, ErrNotRunning) || !strings.HasPrefix(err.Error(), `exec in sandbox "a": `) {
+		_, err = sb.Exec(ctx, sandbox.ExecRequest{Command: "true"})
+		if !errors.Is(err, sandbox.ErrNotRunning) || !strings.HasPrefix(err.Error(), `exec in sandbox "a": `) {
 			t.Errorf("err = %v", err)
 		}
-		if _, _, err := sb.ReadFile(ctx, "x", 10); !errors.Is(err, ErrNotRunning) {
+		if _, _, err := sb.ReadFile(ctx, "x", 10); !errors.Is(err, sandbox.ErrNotRunning) {
 			t.Errorf("read err = %v", err)
 		}
-		if err := sb.WriteFile(ctx, "x", nil); !errors.Is(err, ErrNotRunning) {
+		if err := sb.WriteFile(ctx, "x", nil); !errors.Is(err, sandbox.ErrNotRunning) {
 			t.Errorf("write err = %v", err)
 		}
 	})
@@ -365,7 +367,7 @@ func TestEnsureErrors(t *testing.T) {
 func TestPruneFake(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeAPI()
-	d := newDocker(f, DockerOptions{Instance: "mine"})
+	d := newDocker(f, Options{Instance: "mine"})
 	for _, a := range []string{"a", "b", "c"} {
 		if _, err := d.Ensure(ctx, fakeSpec(t, a)); err != nil {
 			t.Fatal(err)
@@ -414,7 +416,7 @@ func TestBuildImageFake(t *testing.T) {
 {"aux":{"ID":"sha256:x"}}
 {"stream":"Successfully built x\n"}
 `
-	d := newDocker(f, DockerOptions{})
+	d := newDocker(f, Options{})
 	var out bytes.Buffer
 	if err := d.BuildImage(context.Background(), dir, "beige-sandbox:latest", &out); err != nil {
 		t.Fatal(err)
@@ -449,7 +451,7 @@ func TestEnsureOwnership(t *testing.T) {
 	home := t.TempDir()
 	ours := InstanceOf(home)
 	bind := func(src string) []container.MountPoint {
-		return []container.MountPoint{{Type: mount.TypeBind, Source: src, Destination: WorkspacePath, RW: true}}
+		return []container.MountPoint{{Type: mount.TypeBind, Source: src, Destination: sandbox.WorkspacePath, RW: true}}
 	}
 	for _, tt := range []struct {
 		name     string
@@ -472,14 +474,14 @@ func TestEnsureOwnership(t *testing.T) {
 			func(string) []container.MountPoint { return nil }, false, []string{"beige-a exists and is not this gateway's"}},
 		{"not beige's, workspace is a volume", nil,
 			func(ws string) []container.MountPoint {
-				return []container.MountPoint{{Type: mount.TypeVolume, Source: ws, Destination: WorkspacePath}}
+				return []container.MountPoint{{Type: mount.TypeVolume, Source: ws, Destination: sandbox.WorkspacePath}}
 			}, false, []string{"not this gateway's"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeAPI()
 			spec := fakeSpec(t, "a")
 			f.containers["x"] = &fakeContainer{id: "x", name: "beige-a", labels: tt.labels, state: container.StateRunning, mounts: tt.mounts(spec.Workspace)}
-			d := newDocker(f, DockerOptions{Home: home, DisableHelper: true})
+			d := newDocker(f, Options{Home: home, DisableHelper: true})
 			sb, err := d.Ensure(ctx, spec)
 			calls := f.callList()
 			if tt.replaced {
@@ -513,11 +515,11 @@ func TestPruneOwnInstanceOnly(t *testing.T) {
 	f.containers["1"] = &fakeContainer{id: "1", name: "beige-old", labels: map[string]string{LabelManaged: "true", LabelAgent: "old", LabelInstance: mine}}
 	f.containers["2"] = &fakeContainer{id: "2", name: "beige-bobs", labels: map[string]string{LabelManaged: "true", LabelAgent: "bobs", LabelInstance: theirs}}
 	f.containers["3"] = &fakeContainer{id: "3", name: "beige-legacy", labels: map[string]string{LabelManaged: "true", LabelAgent: "legacy"},
-		mounts: []container.MountPoint{{Type: mount.TypeBind, Source: "/home/bob/.beige/agents/legacy/workspace", Destination: WorkspacePath}}}
+		mounts: []container.MountPoint{{Type: mount.TypeBind, Source: "/home/bob/.beige/agents/legacy/workspace", Destination: sandbox.WorkspacePath}}}
 	// An older beige's container of this home (its workspace says so).
 	f.containers["4"] = &fakeContainer{id: "4", name: "beige-mylegacy", labels: map[string]string{LabelManaged: "true", LabelAgent: "mylegacy"},
-		mounts: []container.MountPoint{{Type: mount.TypeBind, Source: "/home/me/.beige/agents/mylegacy/workspace", Destination: WorkspacePath}}}
-	d := newDocker(f, DockerOptions{Home: "/home/me/.beige/"})
+		mounts: []container.MountPoint{{Type: mount.TypeBind, Source: "/home/me/.beige/agents/mylegacy/workspace", Destination: sandbox.WorkspacePath}}}
+	d := newDocker(f, Options{Home: "/home/me/.beige/"})
 	removed, err := d.Prune(context.Background(), []string{"kept"})
 	if err != nil || !slices.Equal(removed, []string{"mylegacy", "old"}) {
 		t.Errorf("Prune = %v, %v; want [mylegacy old]", removed, err)
@@ -544,13 +546,13 @@ func TestEnsureMountsReplaced(t *testing.T) {
 	f := newFakeAPI()
 	spec := fakeSpec(t, "a")
 	spec.Launchers = filepath.Join(filepath.Dir(spec.Workspace), "launchers")
-	d := newDocker(f, DockerOptions{DisableHelper: true})
+	d := newDocker(f, Options{DisableHelper: true})
 	sb, err := d.Ensure(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A restarted gateway with the same host: re-attached.
-	d2 := newDocker(f, DockerOptions{DisableHelper: true})
+	d2 := newDocker(f, Options{DisableHelper: true})
 	if sb2, err := d2.Ensure(ctx, spec); err != nil || sb2.ID() != sb.ID() {
 		t.Fatalf("same mounts: %v, id %v want %v", err, sb2, sb.ID())
 	}
@@ -558,7 +560,7 @@ func TestEnsureMountsReplaced(t *testing.T) {
 		if err := os.Rename(src, src+".old"); err != nil {
 			t.Fatal(err)
 		}
-		d3 := newDocker(f, DockerOptions{DisableHelper: true})
+		d3 := newDocker(f, Options{DisableHelper: true})
 		f.callList()
 		sb3, err := d3.Ensure(ctx, spec)
 		if err != nil {
@@ -577,13 +579,13 @@ func TestEnsureMountsReplaced(t *testing.T) {
 func TestEnsureKeepsOwnFreeze(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeAPI()
-	d := newDocker(f, DockerOptions{DisableHelper: true})
+	d := newDocker(f, Options{DisableHelper: true})
 	spec := fakeSpec(t, "a")
 	sb, err := d.Ensure(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	thaw, err := sb.(Freezer).Freeze(ctx)
+	thaw, err := sb.(sandbox.Freezer).Freeze(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -601,7 +603,7 @@ func TestEnsureKeepsOwnFreeze(t *testing.T) {
 	}
 	// A freeze of a container that has gone says ErrNotRunning.
 	f.fail["ContainerPause"] = cerrdefs.ErrNotFound.WithMessage("no such container")
-	if _, err := sb.(Freezer).Freeze(ctx); !errors.Is(err, ErrNotRunning) {
+	if _, err := sb.(sandbox.Freezer).Freeze(ctx); !errors.Is(err, sandbox.ErrNotRunning) {
 		t.Errorf("freeze of a removed container: %v", err)
 	}
 }

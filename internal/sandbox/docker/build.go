@@ -1,4 +1,4 @@
-package sandbox
+package docker
 
 import (
 	"archive/tar"
@@ -21,7 +21,7 @@ import (
 // folder is sent as the build context (.dockerignore is not applied).
 // Readable progress lines are written to progress, which may be nil.
 // Used by `beige sandbox build`.
-func (d *Docker) BuildImage(ctx context.Context, contextDir, tag string, progress io.Writer) error {
+func (d *Runtime) BuildImage(ctx context.Context, contextDir, tag string, progress io.Writer) error {
 	if progress == nil {
 		progress = io.Discard
 	}

@@ -1,7 +1,7 @@
-package sandbox_test
+package docker_test
 
 // Integration tests against a real Docker engine; they skip when none
-// answers (see sandboxtest.RequireDocker).
+// answers (see dockertest.RequireDocker).
 
 import (
 	"bytes"
@@ -22,7 +22,8 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/beige-dev/beige/internal/sandbox"
-	"github.com/beige-dev/beige/internal/sandbox/sandboxtest"
+	"github.com/beige-dev/beige/internal/sandbox/docker"
+	"github.com/beige-dev/beige/internal/sandbox/docker/dockertest"
 )
 
 // usesHelper is the optional ability of Docker sandboxes the tests check.
@@ -53,8 +54,8 @@ func ensure(t testing.TB, rt sandbox.Runtime, spec sandbox.Spec) sandbox.Sandbox
 // newSandbox starts a sandbox using the helper or per-call docker exec.
 func newSandbox(t *testing.T, name string, helper bool) (sandbox.Sandbox, sandbox.Spec) {
 	t.Helper()
-	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{DisableHelper: !helper})
-	spec := sandboxtest.NewSpec(t, name)
+	rt := dockertest.NewRuntime(t, docker.Options{DisableHelper: !helper})
+	spec := dockertest.NewSpec(t, name)
 	sb := ensure(t, rt, spec)
 	if got := sb.(usesHelper).UsesHelper(context.Background()); got != helper {
 		t.Fatalf("UsesHelper = %v, want %v", got, helper)
@@ -84,13 +85,13 @@ func sh(t testing.TB, sb sandbox.Sandbox, command string) string {
 
 func inspect(t testing.TB, name string) (client.ContainerInspectResult, error) {
 	t.Helper()
-	return sandboxtest.RequireDocker(t).ContainerInspect(context.Background(), name, client.ContainerInspectOptions{})
+	return dockertest.RequireDocker(t).ContainerInspect(context.Background(), name, client.ContainerInspectOptions{})
 }
 
 func TestEnsureLifecycle(t *testing.T) {
-	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{})
-	spec := sandboxtest.NewSpec(t, "life")
-	name := sandbox.ContainerName(spec.Agent)
+	rt := dockertest.NewRuntime(t, docker.Options{})
+	spec := dockertest.NewSpec(t, "life")
+	name := docker.ContainerName(spec.Agent)
 
 	sb := ensure(t, rt, spec)
 	info, err := inspect(t, name)
@@ -98,8 +99,8 @@ func TestEnsureLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := info.Container
-	if c.ID != sb.ID() || c.Config.Labels[sandbox.LabelAgent] != spec.Agent || c.Config.Labels[sandbox.LabelManaged] != "true" ||
-		len(c.Config.Labels[sandbox.LabelConfigHash]) != 64 {
+	if c.ID != sb.ID() || c.Config.Labels[docker.LabelAgent] != spec.Agent || c.Config.Labels[docker.LabelManaged] != "true" ||
+		len(c.Config.Labels[docker.LabelConfigHash]) != 64 {
 		t.Errorf("container %s labels %v", c.ID, c.Config.Labels)
 	}
 	if got := strings.TrimSpace(sh(t, sb, "hostname")); got != name {
@@ -115,7 +116,7 @@ func TestEnsureLifecycle(t *testing.T) {
 	}
 
 	// Stopped: started again, same ID. The idle process exits promptly on SIGTERM.
-	cli := sandboxtest.RequireDocker(t)
+	cli := dockertest.RequireDocker(t)
 	start := time.Now()
 	if _, err := cli.ContainerStop(context.Background(), name, client.ContainerStopOptions{}); err != nil {
 		t.Fatal(err)
@@ -146,9 +147,9 @@ func TestEnsureLifecycle(t *testing.T) {
 }
 
 func TestCloseKeepsContainer(t *testing.T) {
-	instance := "test-" + sandboxtest.Suffix()
-	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{Instance: instance})
-	spec := sandboxtest.NewSpec(t, "close")
+	instance := "test-" + dockertest.Suffix()
+	rt := dockertest.NewRuntime(t, docker.Options{Instance: instance})
+	spec := dockertest.NewSpec(t, "close")
 	sb := ensure(t, rt, spec)
 	sh(t, sb, "true") // helper running
 	if err := rt.Close(); err != nil {
@@ -158,14 +159,14 @@ func TestCloseKeepsContainer(t *testing.T) {
 	if err != nil || !info.Container.State.Running {
 		t.Fatalf("container after Close: %v", err)
 	}
-	if _, err := rt.Ensure(context.Background(), spec); !errors.Is(err, sandbox.ErrClosed) {
+	if _, err := rt.Ensure(context.Background(), spec); !errors.Is(err, docker.ErrClosed) {
 		t.Errorf("Ensure after Close: %v", err)
 	}
-	if _, err := sb.Exec(context.Background(), sandbox.ExecRequest{Command: "true"}); !errors.Is(err, sandbox.ErrClosed) {
+	if _, err := sb.Exec(context.Background(), sandbox.ExecRequest{Command: "true"}); !errors.Is(err, docker.ErrClosed) {
 		t.Errorf("Exec after Close: %v", err)
 	}
 
-	rt2 := sandboxtest.NewRuntime(t, sandbox.DockerOptions{Instance: instance})
+	rt2 := dockertest.NewRuntime(t, docker.Options{Instance: instance})
 	sb2 := ensure(t, rt2, spec)
 	if sb2.ID() != sb.ID() {
 		t.Fatalf("new runtime recreated the container")
@@ -183,8 +184,8 @@ func TestCloseKeepsContainer(t *testing.T) {
 }
 
 func TestPrune(t *testing.T) {
-	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{})
-	a, b := sandboxtest.NewSpec(t, "prune-a"), sandboxtest.NewSpec(t, "prune-b")
+	rt := dockertest.NewRuntime(t, docker.Options{})
+	a, b := dockertest.NewSpec(t, "prune-a"), dockertest.NewSpec(t, "prune-b")
 	sbA, sbB := ensure(t, rt, a), ensure(t, rt, b)
 
 	removed, err := rt.Prune(context.Background(), []string{a.Agent})
@@ -204,18 +205,18 @@ func TestPrune(t *testing.T) {
 }
 
 func TestMissingImage(t *testing.T) {
-	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{})
-	spec := sandboxtest.NewSpec(t, "noimg")
-	spec.Image = "beige-test:no-such-image-" + sandboxtest.Suffix()
+	rt := dockertest.NewRuntime(t, docker.Options{})
+	spec := dockertest.NewSpec(t, "noimg")
+	spec.Image = "beige-test:no-such-image-" + dockertest.Suffix()
 	_, err := rt.Ensure(context.Background(), spec)
-	if !errors.Is(err, sandbox.ErrNoImage) || !strings.Contains(err.Error(), "beige sandbox build") || !strings.Contains(err.Error(), spec.Image) {
+	if !errors.Is(err, docker.ErrNoImage) || !strings.Contains(err.Error(), "beige sandbox build") || !strings.Contains(err.Error(), spec.Image) {
 		t.Fatalf("err = %v", err)
 	}
 }
 
 func TestHardening(t *testing.T) {
-	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{})
-	spec := sandboxtest.NewSpec(t, "hard")
+	rt := dockertest.NewRuntime(t, docker.Options{})
+	spec := dockertest.NewSpec(t, "hard")
 	host := t.TempDir()
 	spec.MemoryLimit = 256 << 20
 	spec.CPUs = 0.5
@@ -314,8 +315,8 @@ func TestHardening(t *testing.T) {
 }
 
 func TestNetworkNone(t *testing.T) {
-	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{})
-	spec := sandboxtest.NewSpec(t, "nonet")
+	rt := dockertest.NewRuntime(t, docker.Options{})
+	spec := dockertest.NewSpec(t, "nonet")
 	spec.Network = "none"
 	sb := ensure(t, rt, spec)
 	if got := strings.Fields(sh(t, sb, "ls /sys/class/net")); !slices.Equal(got, []string{"lo"}) {
@@ -523,10 +524,10 @@ func TestFiles(t *testing.T) {
 }
 
 func TestConcurrentExec(t *testing.T) {
-	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{})
+	rt := dockertest.NewRuntime(t, docker.Options{})
 	var sbs []sandbox.Sandbox
 	for i := range 4 {
-		sbs = append(sbs, ensure(t, rt, sandboxtest.NewSpec(t, fmt.Sprintf("conc%d", i))))
+		sbs = append(sbs, ensure(t, rt, dockertest.NewSpec(t, fmt.Sprintf("conc%d", i))))
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 200)
@@ -588,8 +589,8 @@ func TestHelperRestart(t *testing.T) {
 }
 
 func TestHelperUnavailableFallsBack(t *testing.T) {
-	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{})
-	spec := sandboxtest.NewSpec(t, "nohelper")
+	rt := dockertest.NewRuntime(t, docker.Options{})
+	spec := dockertest.NewSpec(t, "nohelper")
 	// A "helper" that can idle but not serve.
 	spec.HelperBinary = filepath.Join(t.TempDir(), "beige-sandbox")
 	script := "#!/bin/sh\n[ \"$1\" = idle ] && exec sh -c 'trap \"exit 0\" TERM; while :; do sleep 1000 & wait $!; done'\necho broken helper >&2\nexit 1\n"
@@ -609,7 +610,7 @@ func TestHelperUnavailableFallsBack(t *testing.T) {
 	}
 
 	// No helper binary at all: the container idles with sh; calls use docker exec.
-	spec2 := sandboxtest.NewSpec(t, "nobinary")
+	spec2 := dockertest.NewSpec(t, "nobinary")
 	spec2.HelperBinary = ""
 	sb2 := ensure(t, rt, spec2)
 	if got := sh(t, sb2, "echo plain"); got != "plain\n" {
@@ -618,15 +619,15 @@ func TestHelperUnavailableFallsBack(t *testing.T) {
 }
 
 func TestBuildImage(t *testing.T) {
-	base := sandboxtest.Image(t)
+	base := dockertest.Image(t)
 	// The build needs no network, so it does not depend on docker0.
-	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{BuildNetwork: "none"})
+	rt := dockertest.NewRuntime(t, docker.Options{BuildNetwork: "none"})
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM "+base+"\nCOPY hello.txt /hello.txt\nRUN echo built > /built\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "hello.txt"), []byte("hello from context\n"), 0o644)
-	tag := "beige-test:build-" + sandboxtest.Suffix()
+	tag := "beige-test:build-" + dockertest.Suffix()
 	t.Cleanup(func() {
-		sandboxtest.RequireDocker(t).ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true, PruneChildren: true})
+		dockertest.RequireDocker(t).ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true, PruneChildren: true})
 	})
 	var progress bytes.Buffer
 	if err := rt.BuildImage(context.Background(), dir, tag, &progress); err != nil {
@@ -635,7 +636,7 @@ func TestBuildImage(t *testing.T) {
 	if !strings.Contains(progress.String(), "Step 1/3") {
 		t.Errorf("progress = %q", progress.String())
 	}
-	spec := sandboxtest.NewSpec(t, "built")
+	spec := dockertest.NewSpec(t, "built")
 	spec.Image = tag
 	sb := ensure(t, rt, spec)
 	if got := sh(t, sb, "cat /hello.txt /built"); got != "hello from context\nbuilt\n" {
@@ -678,8 +679,8 @@ func TestExecLatency(t *testing.T) {
 func BenchmarkExec(b *testing.B) {
 	for _, p := range paths {
 		b.Run(p.name, func(b *testing.B) {
-			rt := sandboxtest.NewRuntime(b, sandbox.DockerOptions{DisableHelper: !p.helper})
-			sb := ensure(b, rt, sandboxtest.NewSpec(b, "bench"))
+			rt := dockertest.NewRuntime(b, docker.Options{DisableHelper: !p.helper})
+			sb := ensure(b, rt, dockertest.NewSpec(b, "bench"))
 			ctx := context.Background()
 			for b.Loop() {
 				if _, err := sb.Exec(ctx, sandbox.ExecRequest{Command: "true"}); err != nil {
@@ -694,9 +695,9 @@ func BenchmarkExec(b *testing.B) {
 // reaches gateway.sock through the read-only mount, also after the gateway
 // re-created the socket (a new inode).
 func TestGatewaySocket(t *testing.T) {
-	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{})
-	spec := sandboxtest.NewSpec(t, "sock")
-	sockClient := sandboxtest.StaticBinary(t, "./internal/sandbox/testdata/sockclient")
+	rt := dockertest.NewRuntime(t, docker.Options{})
+	spec := dockertest.NewSpec(t, "sock")
+	sockClient := dockertest.StaticBinary(t, "./internal/sandbox/docker/testdata/sockclient")
 	os.MkdirAll(spec.SocketDir, 0o755)
 	sockPath := filepath.Join(spec.SocketDir, "gateway.sock")
 	serve := func(greeting string) net.Listener {
@@ -735,9 +736,9 @@ func TestGatewaySocket(t *testing.T) {
 }
 
 func TestFreeze(t *testing.T) {
-	instance := "test-" + sandboxtest.Suffix()
-	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{Instance: instance})
-	spec := sandboxtest.NewSpec(t, "freeze")
+	instance := "test-" + dockertest.Suffix()
+	rt := dockertest.NewRuntime(t, docker.Options{Instance: instance})
+	spec := dockertest.NewSpec(t, "freeze")
 	sb := ensure(t, rt, spec)
 	sh(t, sb, "true")
 	f := sb.(sandbox.Freezer)
@@ -783,7 +784,7 @@ func TestFreeze(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt.Close()
-	rt2 := sandboxtest.NewRuntime(t, sandbox.DockerOptions{Instance: instance})
+	rt2 := dockertest.NewRuntime(t, docker.Options{Instance: instance})
 	sb2 := ensure(t, rt2, spec)
 	if sb2.ID() != sb.ID() || state() != "running" {
 		t.Fatalf("after Ensure: id %s (was %s), state %s", sb2.ID(), sb.ID(), state())

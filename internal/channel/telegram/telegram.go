@@ -1,12 +1,13 @@
-// Package telegram is the built-in channel plugin telegram: a Telegram bot,
-// reached by long polling, through which allowed users talk to agents. Each
-// chat, and each forum topic, is one session (telegram:<chat>[:<thread>]).
-// Commands (/new, /stop, /verbose, /model ...) are handled here and never
-// reach the model; answers stream into a message edited at most once a
-// second, are cut into messages of at most 4,096 characters, and are sent
-// as MarkdownV2, or as plain text when Telegram refuses the formatting.
-// README.md, which is also the plugin's documentation, says how to set it
-// up.
+// Package telegram is the Telegram channel, registered through the plugin
+// API as the built-in channel plugin telegram (see internal/plugin/builtin):
+// a Telegram bot, reached by long polling, through which allowed users talk
+// to agents. Each chat, and each forum topic, is one session
+// (telegram:<chat>[:<thread>]). Commands (/new, /stop, /verbose, /model ...)
+// are handled here and never reach the model; answers stream into a message
+// edited at most once a second, are cut into messages of at most 4,096
+// characters, and are sent as MarkdownV2, or as plain text when Telegram
+// refuses the formatting. README.md, which is also the plugin's
+// documentation, says how to set it up.
 package telegram
 
 import (

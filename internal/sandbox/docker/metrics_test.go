@@ -1,4 +1,4 @@
-package sandbox_test
+package docker_test
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/beige-dev/beige/internal/sandbox"
-	"github.com/beige-dev/beige/internal/sandbox/sandboxtest"
+	"github.com/beige-dev/beige/internal/sandbox/docker"
+	"github.com/beige-dev/beige/internal/sandbox/docker/dockertest"
 )
 
 // TestHelperRestartCounted: a helper killed behind the gateway's back is
@@ -17,11 +17,11 @@ import (
 // first start is not a restart).
 func TestHelperRestartCounted(t *testing.T) {
 	var restarts, fallbacks atomic.Int64
-	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{
+	rt := dockertest.NewRuntime(t, docker.Options{
 		OnHelperRestart: func(string) { restarts.Add(1) },
 		OnExecFallback:  func(string) { fallbacks.Add(1) },
 	})
-	spec := sandboxtest.NewSpec(t, "mrestart")
+	spec := dockertest.NewSpec(t, "mrestart")
 	sb := ensure(t, rt, spec)
 	pid := strings.TrimSpace(sh(t, sb, "echo $PPID"))
 	if n := restarts.Load(); n != 0 {
@@ -46,8 +46,8 @@ func TestHelperRestartCounted(t *testing.T) {
 // counts none.
 func TestExecFallbackCounted(t *testing.T) {
 	var fallbacks atomic.Int64
-	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{OnExecFallback: func(string) { fallbacks.Add(1) }})
-	spec := sandboxtest.NewSpec(t, "mfallback")
+	rt := dockertest.NewRuntime(t, docker.Options{OnExecFallback: func(string) { fallbacks.Add(1) }})
+	spec := dockertest.NewSpec(t, "mfallback")
 	spec.HelperBinary = filepath.Join(t.TempDir(), "beige-sandbox")
 	script := "#!/bin/sh\n[ \"$1\" = idle ] && exec sh -c 'trap \"exit 0\" TERM; while :; do sleep 1000 & wait $!; done'\necho broken helper >&2\nexit 1\n"
 	if err := os.WriteFile(spec.HelperBinary, []byte(script), 0o755); err != nil {
@@ -66,8 +66,8 @@ func TestExecFallbackCounted(t *testing.T) {
 	}
 
 	var none atomic.Int64
-	rt2 := sandboxtest.NewRuntime(t, sandbox.DockerOptions{DisableHelper: true, OnExecFallback: func(string) { none.Add(1) }})
-	sb2 := ensure(t, rt2, sandboxtest.NewSpec(t, "mnohelper"))
+	rt2 := dockertest.NewRuntime(t, docker.Options{DisableHelper: true, OnExecFallback: func(string) { none.Add(1) }})
+	sb2 := ensure(t, rt2, dockertest.NewSpec(t, "mnohelper"))
 	sh(t, sb2, "true")
 	if n := none.Load(); n != 0 {
 		t.Errorf("%d fallbacks counted with the helper disabled, want 0", n)

@@ -18,10 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/beige-dev/beige/internal/channel/telegram/bottest"
 	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/home"
 	"github.com/beige-dev/beige/internal/plugin"
-	"github.com/beige-dev/beige/internal/plugin/telegram/bottest"
 	"github.com/beige-dev/beige/internal/routing"
 )
 
@@ -160,7 +160,7 @@ func (h *harness) stop() time.Duration {
 // HTTP client connection are still running.
 func checkNoLeaks(t *testing.T) {
 	t.Helper()
-	markers := []string{"go-telegram/bot.", "plugin/telegram.(*run)", "plugin/telegram.(*reply)", "net/http.(*persistConn)"}
+	markers := []string{"go-telegram/bot.", "channel/telegram.(*run)", "channel/telegram.(*reply)", "net/http.(*persistConn)"}
 	var stacks string
 	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		buf := make([]byte, 1<<20)

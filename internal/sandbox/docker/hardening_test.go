@@ -1,4 +1,4 @@
-package sandbox_test
+package docker_test
 
 import (
 	"context"
@@ -13,7 +13,8 @@ import (
 	"testing"
 
 	"github.com/beige-dev/beige/internal/sandbox"
-	"github.com/beige-dev/beige/internal/sandbox/sandboxtest"
+	"github.com/beige-dev/beige/internal/sandbox/docker"
+	"github.com/beige-dev/beige/internal/sandbox/docker/dockertest"
 )
 
 func trimCaps(caps []string) []string {
@@ -56,9 +57,9 @@ kill $p; echo UNDECIDED`
 // capability set, the default seccomp profile, pids/memory/CPU limits,
 // tmpfs /tmp and $HOME, ports below 1024 closed to the agent's user.
 func TestDefaultSandboxHardened(t *testing.T) {
-	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{})
-	spec := sandboxtest.NewSpec(t, "defaults")
-	spec.ExtraMounts = []sandbox.Mount{{Source: sandboxtest.StaticBinary(t, "./internal/sandbox/testdata/euid"), Target: "/opt/euid", ReadOnly: true}}
+	rt := dockertest.NewRuntime(t, docker.Options{})
+	spec := dockertest.NewSpec(t, "defaults")
+	spec.ExtraMounts = []sandbox.Mount{{Source: dockertest.StaticBinary(t, "./internal/sandbox/docker/testdata/euid"), Target: "/opt/euid", ReadOnly: true}}
 	sb := ensure(t, rt, spec)
 	info, err := inspect(t, sb.ID())
 	if err != nil {
@@ -67,8 +68,8 @@ func TestDefaultSandboxHardened(t *testing.T) {
 	cfg, hc := info.Container.Config, info.Container.HostConfig
 	wantUser := sandbox.DefaultUser()
 	uid, gid, _ := sandbox.ParseUser(wantUser)
-	if cfg.Labels[sandbox.LabelUser] != wantUser || uid == 0 {
-		t.Errorf("agent user label = %q, want the non-root %q", cfg.Labels[sandbox.LabelUser], wantUser)
+	if cfg.Labels[docker.LabelUser] != wantUser || uid == 0 {
+		t.Errorf("agent user label = %q, want the non-root %q", cfg.Labels[docker.LabelUser], wantUser)
 	}
 	if !slices.Contains(hc.SecurityOpt, "no-new-privileges:true") {
 		t.Errorf("SecurityOpt = %q", hc.SecurityOpt)
@@ -153,14 +154,14 @@ func TestWorkspaceUnreachableByOthers(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root, to run a process as another uid")
 	}
-	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{})
-	spec := sandboxtest.NewSpec(t, "private")
+	rt := dockertest.NewRuntime(t, docker.Options{})
+	spec := dockertest.NewSpec(t, "private")
 	// The folders above the workspace are open to all (a workspace
 	// configured outside $BEIGE_HOME, say).
 	for d := filepath.Dir(spec.Workspace); d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
 		os.Chmod(d, 0o755)
 	}
-	spec.ExtraMounts = []sandbox.Mount{{Source: sandboxtest.StaticBinary(t, "./internal/sandbox/testdata/euid"), Target: "/opt/euid", ReadOnly: true}}
+	spec.ExtraMounts = []sandbox.Mount{{Source: dockertest.StaticBinary(t, "./internal/sandbox/docker/testdata/euid"), Target: "/opt/euid", ReadOnly: true}}
 	sb := ensure(t, rt, spec)
 	sh(t, sb, "cp /opt/euid /workspace/euid && chmod 4755 /workspace/euid")
 
@@ -182,8 +183,8 @@ func TestWorkspaceUnreachableByOthers(t *testing.T) {
 // sandbox.readOnlyRootfs: the image cannot be written; /tmp, $HOME and the
 // workspace still can.
 func TestReadOnlyRootfs(t *testing.T) {
-	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{})
-	spec := sandboxtest.NewSpec(t, "rofs")
+	rt := dockertest.NewRuntime(t, docker.Options{})
+	spec := dockertest.NewSpec(t, "rofs")
 	spec.ReadOnlyRootfs = true
 	sb := ensure(t, rt, spec)
 	info, err := inspect(t, sb.ID())
@@ -202,8 +203,8 @@ func TestReadOnlyRootfs(t *testing.T) {
 // A plugin's folder is not mounted: only its docs are in the sandbox, and a
 // secret beside plugin.json is not.
 func TestPluginSecretNotInSandbox(t *testing.T) {
-	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{})
-	spec := sandboxtest.NewSpec(t, "plugsecret")
+	rt := dockertest.NewRuntime(t, docker.Options{})
+	spec := dockertest.NewSpec(t, "plugsecret")
 	plug := filepath.Join(t.TempDir(), "weather")
 	os.MkdirAll(plug, 0o755)
 	os.WriteFile(filepath.Join(plug, "plugin.json"), []byte(`{"name":"weather"}`), 0o644)
@@ -223,9 +224,9 @@ func TestPluginSecretNotInSandbox(t *testing.T) {
 // the second gets a clear error and the first's sandbox keeps running,
 // untouched; neither prunes the other's.
 func TestTwoInstancesOneEngine(t *testing.T) {
-	a := sandboxtest.NewRuntime(t, sandbox.DockerOptions{Home: "/home/a/.beige", Instance: "test-a-" + sandboxtest.Suffix()})
-	b := sandboxtest.NewRuntime(t, sandbox.DockerOptions{Home: "/home/b/.beige", Instance: "test-b-" + sandboxtest.Suffix()})
-	specA := sandboxtest.NewSpec(t, "shared")
+	a := dockertest.NewRuntime(t, docker.Options{Home: "/home/a/.beige", Instance: "test-a-" + dockertest.Suffix()})
+	b := dockertest.NewRuntime(t, docker.Options{Home: "/home/b/.beige", Instance: "test-b-" + dockertest.Suffix()})
+	specA := dockertest.NewSpec(t, "shared")
 	sbA := ensure(t, a, specA)
 	sh(t, sbA, "echo from-a > /workspace/mine")
 
@@ -233,13 +234,13 @@ func TestTwoInstancesOneEngine(t *testing.T) {
 	specB.Workspace = filepath.Join(t.TempDir(), "workspace")
 	ctx := context.Background()
 	_, err := b.Ensure(ctx, specB)
-	if !errors.Is(err, sandbox.ErrNameTaken) || !strings.Contains(err.Error(), "/home/a/.beige") || !strings.Contains(err.Error(), sandbox.ContainerName(specA.Agent)) {
+	if !errors.Is(err, docker.ErrNameTaken) || !strings.Contains(err.Error(), "/home/a/.beige") || !strings.Contains(err.Error(), docker.ContainerName(specA.Agent)) {
 		t.Fatalf("second gateway: err = %v, want ErrNameTaken naming the container and the other home", err)
 	}
 	if removed, err := b.Prune(ctx, nil); err != nil || len(removed) != 0 {
 		t.Errorf("second gateway pruned %v (err %v)", removed, err)
 	}
-	info, err := inspect(t, sandbox.ContainerName(specA.Agent))
+	info, err := inspect(t, docker.ContainerName(specA.Agent))
 	if err != nil || info.Container.ID != sbA.ID() || !info.Container.State.Running {
 		t.Fatalf("first gateway's sandbox: %v (id %s, want %s)", err, info.Container.ID, sbA.ID())
 	}
@@ -252,9 +253,9 @@ func TestTwoInstancesOneEngine(t *testing.T) {
 // path, another folder) does not re-attach to a sandbox that still shows
 // the old one: host and sandbox see the same files.
 func TestReattachChecksMounts(t *testing.T) {
-	instance := "test-" + sandboxtest.Suffix()
-	spec := sandboxtest.NewSpec(t, "remount")
-	first := ensure(t, sandboxtest.NewRuntime(t, sandbox.DockerOptions{Instance: instance}), spec)
+	instance := "test-" + dockertest.Suffix()
+	spec := dockertest.NewSpec(t, "remount")
+	first := ensure(t, dockertest.NewRuntime(t, docker.Options{Instance: instance}), spec)
 	sh(t, first, "echo old > /workspace/f")
 
 	if err := os.Rename(spec.Workspace, spec.Workspace+".old"); err != nil {
@@ -263,7 +264,7 @@ func TestReattachChecksMounts(t *testing.T) {
 	os.Mkdir(spec.Workspace, 0o700)
 	os.WriteFile(filepath.Join(spec.Workspace, "f"), []byte("new\n"), 0o644)
 
-	again := ensure(t, sandboxtest.NewRuntime(t, sandbox.DockerOptions{Instance: instance}), spec)
+	again := ensure(t, dockertest.NewRuntime(t, docker.Options{Instance: instance}), spec)
 	if got := sh(t, again, "cat /workspace/f"); got != "new\n" {
 		t.Errorf("the sandbox shows the replaced workspace: %q (re-attached: %v)", got, again.ID() == first.ID())
 	}
@@ -272,8 +273,8 @@ func TestReattachChecksMounts(t *testing.T) {
 // The port check sees a bound port 80 (so its "refused" above means
 // something): root given NET_BIND_SERVICE back may listen there.
 func TestPortCheckSeesPort80(t *testing.T) {
-	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{})
-	spec := sandboxtest.NewSpec(t, "port80")
+	rt := dockertest.NewRuntime(t, docker.Options{})
+	spec := dockertest.NewSpec(t, "port80")
 	spec.User = sandbox.RootUser
 	spec.CapAdd = []string{"NET_BIND_SERVICE"}
 	if !portBound(t, ensure(t, rt, spec), 80) {

@@ -1,4 +1,4 @@
-package sandbox
+package docker
 
 // The slow path: one docker exec per call, used when the helper is disabled
 // or cannot start. It needs nothing in the image beyond /bin/sh and the
@@ -28,6 +28,8 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
+
+	"github.com/beige-dev/beige/internal/sandbox"
 )
 
 const (
@@ -188,7 +190,7 @@ func (s *dockerSandbox) killMarked(ctx context.Context, mark string) {
 }
 
 // dockerExecCommand runs req with sh -c through docker exec.
-func (s *dockerSandbox) dockerExecCommand(ctx context.Context, req ExecRequest) (ExecResult, error) {
+func (s *dockerSandbox) dockerExecCommand(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 	out := &cappedWriter{limit: req.OutputLimit}
 	code, timedOut, err := s.dockerExec(ctx, dockerExecSpec{
 		argv:        []string{"/bin/sh", "-c", req.Command},
@@ -202,9 +204,9 @@ func (s *dockerSandbox) dockerExecCommand(ctx context.Context, req ExecRequest) 
 		killable:    true,
 	})
 	if err != nil {
-		return ExecResult{}, err
+		return sandbox.ExecResult{}, err
 	}
-	return ExecResult{Output: out.buf, OutputBytes: out.total, ExitCode: code, TimedOut: timedOut}, nil
+	return sandbox.ExecResult{Output: out.buf, OutputBytes: out.total, ExitCode: code, TimedOut: timedOut}, nil
 }
 
 // dockerReadFile reads through `wc -c` and `head -c`, the path passed as an
@@ -256,9 +258,9 @@ func scriptError(code int, stderr *bytes.Buffer) error {
 	case 0:
 		return nil
 	case exitIsDir:
-		return ErrIsDir
+		return sandbox.ErrIsDir
 	case exitNotExist:
-		return ErrNotExist
+		return sandbox.ErrNotExist
 	}
 	msg := bytes.TrimSpace(stderr.Bytes())
 	if len(msg) > 512 {
@@ -271,7 +273,7 @@ func scriptError(code int, stderr *bytes.Buffer) error {
 // running" into ErrNotRunning.
 func mapExecErr(err error) error {
 	if cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) {
-		return fmt.Errorf("%w: %v", ErrNotRunning, err)
+		return fmt.Errorf("%w: %v", sandbox.ErrNotRunning, err)
 	}
 	return err
 }

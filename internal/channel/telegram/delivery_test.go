@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/beige-dev/beige/internal/channel/telegram/bottest"
 	"github.com/beige-dev/beige/internal/plugin"
-	"github.com/beige-dev/beige/internal/plugin/telegram/bottest"
 )
 
 // fastRetries shortens the retry timings so that a test of a failing Bot

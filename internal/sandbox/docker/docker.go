@@ -1,4 +1,9 @@
-package sandbox
+// Package docker is the sandbox.Runtime over the Docker Engine API: it
+// creates, re-attaches, recreates and removes one hardened container per
+// agent, and runs commands and file operations inside it, through a
+// long-lived in-sandbox helper (the fast path) or per-call exec (the
+// fallback).
+package docker
 
 import (
 	"context"
@@ -20,6 +25,8 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
+
+	"github.com/beige-dev/beige/internal/sandbox"
 )
 
 // More errors of the Docker runtime.
@@ -53,8 +60,8 @@ type dockerAPI interface {
 
 var _ dockerAPI = (*client.Client)(nil)
 
-// DockerOptions configures NewDocker. The zero value is the default.
-type DockerOptions struct {
+// Options configures New. The zero value is the default.
+type Options struct {
 	// Logger receives the runtime's logs; nil discards them.
 	Logger *slog.Logger
 	// DisableHelper makes every call a per-call docker exec (≈60 ms) instead
@@ -92,19 +99,19 @@ func InstanceOf(home string) string {
 	return hex.EncodeToString(sum[:6])
 }
 
-// Docker is the Runtime backed by a Docker engine (DOCKER_HOST is honoured
+// Runtime is the sandbox.Runtime backed by a Docker engine (DOCKER_HOST is honoured
 // and the API version is negotiated).
-type Docker struct {
+type Runtime struct {
 	api      dockerAPI
 	log      *slog.Logger
 	noHelper bool
 	instance string
 	home     string
-	buildNet string // DockerOptions.BuildNetwork
+	buildNet string // Options.BuildNetwork
 
 	closed atomic.Bool
 
-	onRestart, onFallback func(agent string) // DockerOptions.OnHelperRestart, OnExecFallback
+	onRestart, onFallback func(agent string) // Options.OnHelperRestart, OnExecFallback
 
 	mu    sync.Mutex
 	boxes map[string]*dockerSandbox // by agent
@@ -123,12 +130,12 @@ type fileSumEntry struct {
 	sum   string
 }
 
-var _ Runtime = (*Docker)(nil)
+var _ sandbox.Runtime = (*Runtime)(nil)
 
-// NewDocker connects to the engine named by the environment (DOCKER_HOST,
+// New connects to the engine named by the environment (DOCKER_HOST,
 // DOCKER_TLS_VERIFY, DOCKER_CERT_PATH). It does not contact the engine yet;
 // call Ping to check that one answers.
-func NewDocker(opts DockerOptions) (*Docker, error) {
+func New(opts Options) (*Runtime, error) {
 	c, err := client.New(client.FromEnv)
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
@@ -136,7 +143,7 @@ func NewDocker(opts DockerOptions) (*Docker, error) {
 	return newDocker(c, opts), nil
 }
 
-func newDocker(api dockerAPI, opts DockerOptions) *Docker {
+func newDocker(api dockerAPI, opts Options) *Runtime {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -145,7 +152,7 @@ func newDocker(api dockerAPI, opts DockerOptions) *Docker {
 	if instance == "" {
 		instance = InstanceOf(opts.Home)
 	}
-	return &Docker{
+	return &Runtime{
 		api: api, log: log, noHelper: opts.DisableHelper, instance: instance, home: opts.Home,
 		onRestart: opts.OnHelperRestart, onFallback: opts.OnExecFallback,
 		buildNet: opts.BuildNetwork,
@@ -156,7 +163,7 @@ func newDocker(api dockerAPI, opts DockerOptions) *Docker {
 }
 
 // Ping checks that the engine answers.
-func (d *Docker) Ping(ctx context.Context) error {
+func (d *Runtime) Ping(ctx context.Context) error {
 	if _, err := d.api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
 		return fmt.Errorf("docker engine: %w", err)
 	}
@@ -169,8 +176,8 @@ func (d *Docker) Ping(ctx context.Context) error {
 // A container of another instance is never touched (ErrNameTaken), nor one
 // without an instance label (made by an older beige, or not by beige),
 // unless its /workspace is this agent's workspace.
-func (d *Docker) Ensure(ctx context.Context, spec Spec) (Sandbox, error) {
-	if err := spec.validate(); err != nil {
+func (d *Runtime) Ensure(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("start sandbox %q: %w", spec.Agent, err)
 	}
 	unlock := d.lock(spec.Agent)
@@ -185,7 +192,7 @@ func (d *Docker) Ensure(ctx context.Context, spec Spec) (Sandbox, error) {
 	return sb, nil
 }
 
-func (d *Docker) ensure(ctx context.Context, spec Spec) (*dockerSandbox, error) {
+func (d *Runtime) ensure(ctx context.Context, spec sandbox.Spec) (*dockerSandbox, error) {
 	img, err := d.api.ImageInspect(ctx, spec.Image)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
@@ -265,7 +272,7 @@ func (d *Docker) ensure(ctx context.Context, spec Spec) (*dockerSandbox, error) 
 	return d.create(ctx, spec, hash, log)
 }
 
-func (d *Docker) create(ctx context.Context, spec Spec, hash string, log *slog.Logger) (*dockerSandbox, error) {
+func (d *Runtime) create(ctx context.Context, spec sandbox.Spec, hash string, log *slog.Logger) (*dockerSandbox, error) {
 	if err := prepareHost(spec, log); err != nil {
 		return nil, err
 	}
@@ -314,7 +321,7 @@ func (d *Docker) create(ctx context.Context, spec Spec, hash string, log *slog.L
 // or by another program such as the original Beige) may be replaced only
 // when its /workspace is a bind mount of exactly this agent's workspace:
 // then it provably belongs to this home, and nothing is lost by removing it.
-func (d *Docker) owns(c container.InspectResponse, labels map[string]string, spec Spec, log *slog.Logger) error {
+func (d *Runtime) owns(c container.InspectResponse, labels map[string]string, spec sandbox.Spec, log *slog.Logger) error {
 	name := ContainerName(spec.Agent)
 	inst := labels[LabelInstance]
 	managed := labels[LabelManaged] == "true"
@@ -353,7 +360,7 @@ func (d *Docker) owns(c container.InspectResponse, labels map[string]string, spe
 // workspaceSource returns the host path mounted at /workspace in c, or "".
 func workspaceSource(c container.InspectResponse) string {
 	for _, m := range c.Mounts {
-		if path.Clean(m.Destination) == WorkspacePath && m.Type == mount.TypeBind {
+		if path.Clean(m.Destination) == sandbox.WorkspacePath && m.Type == mount.TypeBind {
 			return m.Source
 		}
 	}
@@ -362,7 +369,7 @@ func workspaceSource(c container.InspectResponse) string {
 
 // track returns the sandbox handle of a running container, keeping the one
 // (and its helper) we already have when the container is the same.
-func (d *Docker) track(ctx context.Context, spec Spec, id string) *dockerSandbox {
+func (d *Runtime) track(ctx context.Context, spec sandbox.Spec, id string) *dockerSandbox {
 	d.mu.Lock()
 	old := d.boxes[spec.Agent]
 	if old != nil && old.id == id {
@@ -381,7 +388,7 @@ func (d *Docker) track(ctx context.Context, spec Spec, id string) *dockerSandbox
 }
 
 // tracked returns the sandbox handle of agent when its container is id.
-func (d *Docker) tracked(agent, id string) *dockerSandbox {
+func (d *Runtime) tracked(agent, id string) *dockerSandbox {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if sb := d.boxes[agent]; sb != nil && sb.id == id {
@@ -392,7 +399,7 @@ func (d *Docker) tracked(agent, id string) *dockerSandbox {
 
 // untrack forgets the sandbox of agent (only if its container is id, when
 // id is set) and closes its helper.
-func (d *Docker) untrack(agent, id string) {
+func (d *Runtime) untrack(agent, id string) {
 	d.mu.Lock()
 	sb := d.boxes[agent]
 	if sb != nil && (id == "" || sb.id == id) {
@@ -411,7 +418,7 @@ func (d *Docker) untrack(agent, id string) {
 // label (an older beige's) is this home's, and pruned, only when its
 // /workspace is Home's agents/<agent>/workspace. It goes on after an error
 // and returns the agents removed, sorted, with the errors joined.
-func (d *Docker) Prune(ctx context.Context, keep []string) ([]string, error) {
+func (d *Runtime) Prune(ctx context.Context, keep []string) ([]string, error) {
 	list, err := d.api.ContainerList(ctx, client.ContainerListOptions{
 		All:     true,
 		Filters: make(client.Filters).Add("label", LabelManaged+"=true"),
@@ -442,17 +449,17 @@ func (d *Docker) Prune(ctx context.Context, keep []string) ([]string, error) {
 }
 
 // prunable reports whether the managed container c is this instance's.
-func (d *Docker) prunable(c container.Summary, agent string) bool {
+func (d *Runtime) prunable(c container.Summary, agent string) bool {
 	inst := c.Labels[LabelInstance]
 	if inst != "" || d.instance == "" || d.home == "" {
 		return inst == d.instance
 	}
-	if !nameRE.MatchString(agent) {
+	if !sandbox.ValidName(agent) {
 		return false
 	}
 	want := filepath.Join(d.home, "agents", agent, "workspace")
 	for _, m := range c.Mounts {
-		if path.Clean(m.Destination) == WorkspacePath && m.Type == mount.TypeBind && filepath.Clean(m.Source) == want {
+		if path.Clean(m.Destination) == sandbox.WorkspacePath && m.Type == mount.TypeBind && filepath.Clean(m.Source) == want {
 			return true
 		}
 	}
@@ -462,7 +469,7 @@ func (d *Docker) prunable(c container.Summary, agent string) bool {
 // Close implements Runtime: it ends the helpers' streams (the helpers exit)
 // and closes the engine connection. Containers keep running. Ensure and the
 // calls of its sandboxes fail with ErrClosed afterwards.
-func (d *Docker) Close() error {
+func (d *Runtime) Close() error {
 	if d.closed.Swap(true) {
 		return nil
 	}
@@ -482,7 +489,7 @@ func (d *Docker) Close() error {
 }
 
 // lock takes the per-agent lock and returns its release.
-func (d *Docker) lock(agent string) (unlock func()) {
+func (d *Runtime) lock(agent string) (unlock func()) {
 	d.mu.Lock()
 	l := d.locks[agent]
 	if l == nil {
@@ -503,7 +510,7 @@ func (d *Docker) lock(agent string) (unlock func()) {
 }
 
 // helperSum returns the sha256 of the helper binary, cached by size and mtime.
-func (d *Docker) helperSum(p string) (string, error) {
+func (d *Runtime) helperSum(p string) (string, error) {
 	st, err := os.Stat(p)
 	if err != nil {
 		return "", err

@@ -1,4 +1,4 @@
-package sandbox
+package docker
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/sandbox"
 )
 
 const (
@@ -42,7 +43,7 @@ var errHelperStalled = errors.New("sandbox helper did not answer in time; it is 
 
 // dockerSandbox is one agent's running container.
 type dockerSandbox struct {
-	d     *Docker
+	d     *Runtime
 	agent string
 	id    string
 	log   *slog.Logger
@@ -61,8 +62,8 @@ type dockerSandbox struct {
 }
 
 var (
-	_ Sandbox = (*dockerSandbox)(nil)
-	_ Freezer = (*dockerSandbox)(nil)
+	_ sandbox.Sandbox = (*dockerSandbox)(nil)
+	_ sandbox.Freezer = (*dockerSandbox)(nil)
 )
 
 // Freeze implements Freezer with docker pause (the cgroup freezer).
@@ -101,17 +102,17 @@ func (s *dockerSandbox) thaw() {
 	}
 }
 
-func newDockerSandbox(d *Docker, spec Spec, id string) *dockerSandbox {
+func newDockerSandbox(d *Runtime, spec sandbox.Spec, id string) *dockerSandbox {
 	s := &dockerSandbox{
 		d: d, agent: spec.Agent, id: id,
 		log:       d.log.With("agent", spec.Agent),
 		useHelper: !d.noHelper && spec.HelperBinary != "",
 	}
-	uid, gid, err := ParseUser(spec.User)
+	uid, gid, err := sandbox.ParseUser(spec.User)
 	if err != nil {
 		// The config was validated; never fall back to root.
 		s.log.Error("invalid sandbox user; using the default", "user", spec.User, "err", err)
-		uid, gid, _ = ParseUser("")
+		uid, gid, _ = sandbox.ParseUser("")
 	}
 	s.user = fmt.Sprintf("%d:%d", uid, gid)
 	return s
@@ -188,12 +189,12 @@ func (s *dockerSandbox) startHelper(ctx context.Context) (*helperClient, error) 
 	start := time.Now()
 	api := s.d.api
 	ex, err := api.ExecCreate(ctx, s.id, client.ExecCreateOptions{
-		User:         RootUser,
-		Cmd:          []string{HelperPath, "serve", "--user", s.user},
+		User:         sandbox.RootUser,
+		Cmd:          []string{sandbox.HelperPath, "serve", "--user", s.user},
 		AttachStdin:  true,
 		AttachStdout: true,
 		AttachStderr: true,
-		WorkingDir:   WorkspacePath,
+		WorkingDir:   sandbox.WorkspacePath,
 	})
 	if err != nil {
 		return nil, mapExecErr(err)
@@ -321,31 +322,31 @@ func (s *dockerSandbox) close() {
 // resolvePath makes p absolute against /workspace.
 func resolvePath(p string) string {
 	if !path.IsAbs(p) {
-		p = path.Join(WorkspacePath, p)
+		p = path.Join(sandbox.WorkspacePath, p)
 	}
 	return path.Clean(p)
 }
 
 // Exec implements Sandbox.
-func (s *dockerSandbox) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
+func (s *dockerSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 	if req.OutputLimit <= 0 {
-		req.OutputLimit = DefaultOutputLimit
+		req.OutputLimit = sandbox.DefaultOutputLimit
 	}
 	req.OutputLimit = min(req.OutputLimit, proto.MaxHelperBody)
 	if req.Dir == "" {
-		req.Dir = WorkspacePath
+		req.Dir = sandbox.WorkspacePath
 	}
 	req.Dir = resolvePath(req.Dir)
 	for k, v := range req.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-			return ExecResult{}, fmt.Errorf("exec in sandbox %q: invalid environment variable %q", s.agent, k)
+			return sandbox.ExecResult{}, fmt.Errorf("exec in sandbox %q: invalid environment variable %q", s.agent, k)
 		}
 	}
 	if s.d.closed.Load() {
-		return ExecResult{}, fmt.Errorf("exec in sandbox %q: %w", s.agent, ErrClosed)
+		return sandbox.ExecResult{}, fmt.Errorf("exec in sandbox %q: %w", s.agent, ErrClosed)
 	}
 	start := time.Now()
-	var res ExecResult
+	var res sandbox.ExecResult
 	var err error
 	if hc := s.helper(ctx); hc != nil && len(req.Stdin) <= proto.MaxHelperBody {
 		res, err = s.helperExec(ctx, hc, req)
@@ -360,7 +361,7 @@ func (s *dockerSandbox) Exec(ctx context.Context, req ExecRequest) (ExecResult, 
 	return res, nil
 }
 
-func (s *dockerSandbox) helperExec(ctx context.Context, hc *helperClient, req ExecRequest) (ExecResult, error) {
+func (s *dockerSandbox) helperExec(ctx context.Context, hc *helperClient, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 	hreq := &proto.HelperRequest{
 		Op:          proto.HelperOpExec,
 		Command:     req.Command,
@@ -378,12 +379,12 @@ func (s *dockerSandbox) helperExec(ctx context.Context, hc *helperClient, req Ex
 	}
 	resp, err := s.call(ctx, hc, hreq, wait)
 	if err != nil {
-		return ExecResult{}, err
+		return sandbox.ExecResult{}, err
 	}
 	if resp.Error != "" {
-		return ExecResult{}, helperError(resp)
+		return sandbox.ExecResult{}, helperError(resp)
 	}
-	return ExecResult{
+	return sandbox.ExecResult{
 		Output:      resp.Body,
 		OutputBytes: resp.OutputBytes,
 		ExitCode:    resp.ExitCode,
@@ -446,9 +447,9 @@ func (s *dockerSandbox) WriteFile(ctx context.Context, p string, data []byte) er
 func helperError(resp *proto.HelperResponse) error {
 	switch resp.Code {
 	case proto.HelperErrNotExist:
-		return ErrNotExist
+		return sandbox.ErrNotExist
 	case proto.HelperErrIsDir:
-		return ErrIsDir
+		return sandbox.ErrIsDir
 	}
 	return fmt.Errorf("sandbox helper: %s", resp.Error)
 }

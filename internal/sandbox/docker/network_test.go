@@ -1,9 +1,11 @@
-package sandbox
+package docker
 
 import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/beige-dev/beige/internal/sandbox"
 )
 
 // TestNetworkModes: what each sandbox.network value gives the engine.
@@ -23,7 +25,7 @@ func TestNetworkModes(t *testing.T) {
 		{"my-net", "my-net", false},
 	}
 	for _, tt := range tests {
-		spec := Spec{Agent: "a", Image: "i", Network: tt.network, HelperBinary: "/h/beige-sandbox",
+		spec := sandbox.Spec{Agent: "a", Image: "i", Network: tt.network, HelperBinary: "/h/beige-sandbox",
 			Env: map[string]string{"HTTP_PROXY": "http://evil:1", "TZ": "UTC"}}
 		cfg, host := containerConfig(spec, nil)
 		if string(host.NetworkMode) != tt.mode {
@@ -39,7 +41,7 @@ func TestNetworkModes(t *testing.T) {
 			t.Errorf("network %q: extraEnv overrides the proxy: %q", tt.network, env)
 		}
 	}
-	if ConfigHash(Spec{Agent: "a", Image: "i"}, "", "", "") != ConfigHash(Spec{Agent: "a", Image: "i", Network: "proxy"}, "", "", "") {
+	if ConfigHash(sandbox.Spec{Agent: "a", Image: "i"}, "", "", "") != ConfigHash(sandbox.Spec{Agent: "a", Image: "i", Network: "proxy"}, "", "", "") {
 		t.Error("the default network hashes unlike \"proxy\"")
 	}
 }

@@ -1,4 +1,4 @@
-package sandbox
+package docker
 
 import (
 	"archive/tar"
@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+
+	"github.com/beige-dev/beige/internal/sandbox"
 )
 
 // BusyboxPath is where the host's static busybox is expected (Debian's
@@ -76,7 +78,7 @@ func BusyboxRootFS(busybox string) ([]byte, error) {
 		}
 		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + a, Linkname: "busybox", Mode: 0o777, ModTime: now})
 	}
-	file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\nbeige:x:1000:1000:beige:"+HomePath+":/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n"))
+	file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\nbeige:x:1000:1000:beige:"+sandbox.HomePath+":/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n"))
 	file("etc/group", 0o644, []byte("root:x:0:\nbeige:x:1000:\nnogroup:x:65534:\n"))
 	if err := tw.Close(); err != nil {
 		return nil, err
@@ -130,7 +132,7 @@ func ImportImage(ctx context.Context, c imageImporter, rootfs []byte, tag, messa
 
 // ImportBusybox makes image tag from the host's static busybox: a minimal
 // sandbox image for machines that cannot reach a registry.
-func (d *Docker) ImportBusybox(ctx context.Context, tag string) error {
+func (d *Runtime) ImportBusybox(ctx context.Context, tag string) error {
 	rootfs, err := BusyboxRootFS(BusyboxPath)
 	if err != nil {
 		return err

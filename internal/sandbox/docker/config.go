@@ -1,4 +1,4 @@
-package sandbox
+package docker
 
 import (
 	"crypto/sha256"
@@ -14,9 +14,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -25,47 +23,14 @@ import (
 	"github.com/moby/moby/api/types/mount"
 
 	"github.com/beige-dev/beige/internal/atomicfile"
-)
-
-// Hardening defaults, applied when the Spec leaves the field at its zero value.
-var (
-	// DefaultCapDrop drops every capability; DefaultCapAdd then gives back
-	// only what the root helper needs to run commands and file operations as
-	// the agent's user (SETUID, SETGID) and to stop them (KILL). Agent code
-	// runs as a non-root user, so it has none of them in effect. Dropped,
-	// among others: CHOWN, DAC_OVERRIDE, FOWNER, FSETID, NET_RAW,
-	// NET_BIND_SERVICE, MKNOD, SYS_CHROOT, AUDIT_WRITE, SETFCAP, SETPCAP.
-	DefaultCapDrop = []string{"ALL"}
-	DefaultCapAdd  = []string{"SETUID", "SETGID", "KILL"}
-	// RootCapAdd replaces DefaultCapAdd when agent code runs as root
-	// (Spec.User "0:0"): what a root user in a dev container needs to own and
-	// manage its files and processes.
-	RootCapAdd = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"}
-	// DefaultSecurityOpt stops setuid binaries and file capabilities from
-	// raising privileges.
-	DefaultSecurityOpt = []string{"no-new-privileges:true"}
+	"github.com/beige-dev/beige/internal/sandbox"
 )
 
 const (
-	// DefaultPidsLimit caps the processes of one sandbox (fork bombs).
-	DefaultPidsLimit int64 = 1024
-	// DefaultMemoryLimit is the memory of a sandbox when Spec.MemoryLimit is 0.
-	DefaultMemoryLimit int64 = 3 << 30
-	// DefaultCPUs is the CPU share of a sandbox when Spec.CPUs is 0: one
-	// CPU's worth of time, so that one agent cannot load every core of the host.
-	DefaultCPUs = 1.0
-	// HomePath is $HOME in every sandbox: a tmpfs owned by the agent's user
-	// (the image may have no home for that uid, and the root filesystem may
-	// be read-only). Its content is lost when the container is recreated.
-	HomePath = "/home/beige"
-	// TmpPath is a tmpfs (mode 1777) in every sandbox.
-	TmpPath = "/tmp"
 	// unprivilegedPortSysctl is set to 1024 in every sandbox with its own
 	// network namespace: Docker >= 20.10 sets it to 0, which lets any user
 	// bind ports below 1024 although NET_BIND_SERVICE is dropped.
 	unprivilegedPortSysctl = "net.ipv4.ip_unprivileged_port_start"
-	// DefaultNetwork is the network mode when Spec.Network is empty.
-	DefaultNetwork = NetworkProxy
 )
 
 // Labels on every container the Docker runtime creates.
@@ -73,9 +38,9 @@ const (
 	LabelManaged    = "dev.beige.managed"     // "true"
 	LabelAgent      = "dev.beige.agent"       // the agent name
 	LabelConfigHash = "dev.beige.config-hash" // ConfigHash of the spec
-	LabelInstance   = "dev.beige.instance"    // DockerOptions.Instance (by default derived from $BEIGE_HOME)
+	LabelInstance   = "dev.beige.instance"    // Options.Instance (by default derived from $BEIGE_HOME)
 	LabelUser       = "dev.beige.user"        // the uid:gid agent code runs as (the container's own user is root)
-	LabelHome       = "dev.beige.home"        // DockerOptions.Home: the $BEIGE_HOME of the gateway that made it
+	LabelHome       = "dev.beige.home"        // Options.Home: the $BEIGE_HOME of the gateway that made it
 	LabelMounts     = "dev.beige.mounts"      // MountsID at create time: which files the bind mounts showed
 )
 
@@ -86,76 +51,15 @@ const ContainerPrefix = "beige-"
 // becomes a container changes, so that old containers are recreated.
 const containerLayout = 2
 
-var nameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
-
 // ContainerName returns the container name of an agent's sandbox.
 func ContainerName(agent string) string { return ContainerPrefix + agent }
-
-// validate checks the parts of a spec the runtime relies on.
-func (s *Spec) validate() error {
-	if !nameRE.MatchString(s.Agent) {
-		return fmt.Errorf("invalid agent name %q (want letters, digits, '_', '.', '-'; at most 63)", s.Agent)
-	}
-	if s.Image == "" {
-		return errors.New("no image")
-	}
-	for _, m := range []map[string]string{s.Packages, s.Skills} {
-		for name, src := range m {
-			if !nameRE.MatchString(name) {
-				return fmt.Errorf("invalid package or skill name %q", name)
-			}
-			if !filepath.IsAbs(src) {
-				return fmt.Errorf("mount source %q of %q is not an absolute path", src, name)
-			}
-		}
-	}
-	for _, p := range []string{s.Workspace, s.Launchers, s.PackagesDir, s.SocketDir, s.HelperBinary} {
-		if p != "" && !filepath.IsAbs(p) {
-			return fmt.Errorf("host path %q is not absolute", p)
-		}
-	}
-	for _, m := range s.ExtraMounts {
-		if !filepath.IsAbs(m.Source) || !path.IsAbs(m.Target) {
-			return fmt.Errorf("extra mount %q -> %q: paths must be absolute", m.Source, m.Target)
-		}
-	}
-	for k, v := range s.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-			return fmt.Errorf("invalid environment variable %q", k)
-		}
-	}
-	if math.IsNaN(s.CPUs) || math.IsInf(s.CPUs, 0) || s.CPUs > 1e6 {
-		return errors.New("invalid CPU limit")
-	}
-	if s.PidsLimit < -1 {
-		return errors.New("invalid pids limit")
-	}
-	if _, _, err := ParseUser(s.User); err != nil {
-		return err
-	}
-	return nil
-}
-
-// user returns the spec's "uid:gid", with the default filled in.
-func (s *Spec) user() string {
-	if s.User == "" {
-		return DefaultUser()
-	}
-	return s.User
-}
-
-// IsRoot reports whether agent code of the spec runs as root.
-func (s *Spec) IsRoot() bool {
-	uid, _, err := ParseUser(s.User)
-	return err == nil && uid == 0
-}
 
 // ConfigHash returns the hex sha256 that identifies the container a spec
 // gives. helperSum is the sha256 of the helper binary's content (so an
 // upgraded binary recreates the containers), imageID the engine's ID of
-// spec.Image (so a rebuilt image does too) and instance DockerOptions.Instance.
+// spec.Image (so a rebuilt image does too) and instance Options.Instance.
 // Zero values and their documented defaults hash the same.
-func ConfigHash(spec Spec, helperSum, imageID, instance string) string {
+func ConfigHash(spec sandbox.Spec, helperSum, imageID, instance string) string {
 	s := spec
 	if len(s.Packages) == 0 {
 		s.Packages = nil
@@ -170,25 +74,25 @@ func ConfigHash(spec Spec, helperSum, imageID, instance string) string {
 		s.ExtraMounts = nil
 	}
 	if s.PidsLimit == 0 {
-		s.PidsLimit = DefaultPidsLimit
+		s.PidsLimit = sandbox.DefaultPidsLimit
 	}
 	if s.Network == "" {
-		s.Network = DefaultNetwork
+		s.Network = sandbox.DefaultNetwork
 	}
-	s.User = s.user()
+	s.User = s.EffectiveUser()
 	if s.MemoryLimit == 0 {
-		s.MemoryLimit = DefaultMemoryLimit
+		s.MemoryLimit = sandbox.DefaultMemoryLimit
 	} else if s.MemoryLimit < 0 {
 		s.MemoryLimit = -1
 	}
 	if s.CPUs == 0 {
-		s.CPUs = DefaultCPUs
+		s.CPUs = sandbox.DefaultCPUs
 	} else if s.CPUs < 0 {
 		s.CPUs = -1
 	}
 	in := struct {
 		Layout   int
-		Spec     Spec
+		Spec     sandbox.Spec
 		Helper   string
 		Image    string
 		Instance string
@@ -205,7 +109,7 @@ func ConfigHash(spec Spec, helperSum, imageID, instance string) string {
 // of the device and inode of every mount source. A running container whose
 // label differs shows other files than the host has at those paths now
 // (say $BEIGE_HOME was recreated), so it is recreated, not re-attached.
-func MountsID(spec Spec) string {
+func MountsID(spec sandbox.Spec) string {
 	h := sha256.New()
 	for _, m := range mounts(spec) {
 		fi, err := os.Stat(m.Source) // the engine follows links in a source too
@@ -222,12 +126,12 @@ func MountsID(spec Spec) string {
 
 // containerConfig turns spec into the engine's create request. It is pure:
 // prepareHost creates what must exist on the host first.
-func containerConfig(spec Spec, labels map[string]string) (*container.Config, *container.HostConfig) {
-	user := spec.user()
+func containerConfig(spec sandbox.Spec, labels map[string]string) (*container.Config, *container.HostConfig) {
+	user := spec.EffectiveUser()
 	network, netEnv := networkOf(spec)
-	env := []string{"PATH=" + DefaultPATH}
+	env := []string{"PATH=" + sandbox.DefaultPATH}
 	if _, ok := spec.Env["HOME"]; !ok {
-		env = append(env, "HOME="+HomePath)
+		env = append(env, "HOME="+sandbox.HomePath)
 	}
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		if _, ok := netEnv[k]; k == "PATH" || ok {
@@ -238,7 +142,7 @@ func containerConfig(spec Spec, labels map[string]string) (*container.Config, *c
 	for _, k := range slices.Sorted(maps.Keys(netEnv)) {
 		env = append(env, k+"="+netEnv[k])
 	}
-	cmd := []string{HelperPath, "idle"}
+	cmd := []string{sandbox.HelperPath, "idle"}
 	if spec.HelperBinary == "" {
 		// No helper binary: idle with the image's shell.
 		cmd = []string{"/bin/sh", "-c", `trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done`}
@@ -252,10 +156,10 @@ func containerConfig(spec Spec, labels map[string]string) (*container.Config, *c
 		// when Config.User is not root. Agent code never runs as it: the
 		// helper starts every call as the agent's user, and every exec of
 		// agent code names that user (LabelUser shows it in docker inspect).
-		User:       RootUser,
+		User:       sandbox.RootUser,
 		Env:        env,
 		Entrypoint: cmd, // replaces the image's entrypoint; the image's CMD is not used
-		WorkingDir: WorkspacePath,
+		WorkingDir: sandbox.WorkspacePath,
 		Labels:     maps.Clone(labels),
 	}
 	if cfg.Labels == nil {
@@ -265,39 +169,39 @@ func containerConfig(spec Spec, labels map[string]string) (*container.Config, *c
 
 	pids := spec.PidsLimit
 	if pids == 0 {
-		pids = DefaultPidsLimit
+		pids = sandbox.DefaultPidsLimit
 	}
 	memory := spec.MemoryLimit
 	if memory == 0 {
-		memory = DefaultMemoryLimit
+		memory = sandbox.DefaultMemoryLimit
 	} else if memory < 0 {
 		memory = 0 // the engine's "no limit"
 	}
 	cpus := spec.CPUs
 	if cpus == 0 {
-		cpus = DefaultCPUs
+		cpus = sandbox.DefaultCPUs
 	} else if cpus < 0 {
 		cpus = 0 // the engine's "no limit"
 	}
 	capDrop, capAdd, secOpt := spec.CapDrop, spec.CapAdd, spec.SecurityOpt
 	if capDrop == nil {
-		capDrop = DefaultCapDrop
+		capDrop = sandbox.DefaultCapDrop
 	}
 	if capAdd == nil {
-		capAdd = DefaultCapAdd
+		capAdd = sandbox.DefaultCapAdd
 		if spec.IsRoot() {
-			capAdd = RootCapAdd
+			capAdd = sandbox.RootCapAdd
 		}
 	}
 	if secOpt == nil {
-		secOpt = DefaultSecurityOpt
+		secOpt = sandbox.DefaultSecurityOpt
 	}
 	var sysctls map[string]string
 	if nm := container.NetworkMode(network); !nm.IsHost() && !nm.IsContainer() {
 		// Only a container with its own network namespace may set net.* sysctls.
 		sysctls = map[string]string{unprivilegedPortSysctl: "1024"}
 	}
-	uid, gid, _ := ParseUser(user) // validated
+	uid, gid, _ := sandbox.ParseUser(user) // validated
 	yes := true
 	host := &container.HostConfig{
 		Mounts:         mounts(spec),
@@ -310,8 +214,8 @@ func containerConfig(spec Spec, labels map[string]string) (*container.Config, *c
 		ReadonlyRootfs: spec.ReadOnlyRootfs,
 		Sysctls:        sysctls,
 		Tmpfs: map[string]string{
-			TmpPath:  "rw,nosuid,nodev,mode=1777",
-			HomePath: fmt.Sprintf("rw,nosuid,nodev,mode=0700,uid=%d,gid=%d", uid, gid),
+			sandbox.TmpPath:  "rw,nosuid,nodev,mode=1777",
+			sandbox.HomePath: fmt.Sprintf("rw,nosuid,nodev,mode=0700,uid=%d,gid=%d", uid, gid),
 		},
 		Resources: container.Resources{
 			Memory:    memory,
@@ -323,22 +227,22 @@ func containerConfig(spec Spec, labels map[string]string) (*container.Config, *c
 }
 
 // mounts lists the bind mounts of spec, parents before children.
-func mounts(spec Spec) []mount.Mount {
+func mounts(spec sandbox.Spec) []mount.Mount {
 	var ms []mount.Mount
 	add := func(src, dst string, ro bool) {
 		if src != "" {
 			ms = append(ms, mount.Mount{Type: mount.TypeBind, Source: src, Target: dst, ReadOnly: ro})
 		}
 	}
-	add(spec.Workspace, WorkspacePath, false)
-	add(spec.Launchers, ToolsBinPath, true)
-	add(spec.PackagesDir, PackagesPath, true) // holds copies of the packages' docs (syncPackages)
+	add(spec.Workspace, sandbox.WorkspacePath, false)
+	add(spec.Launchers, sandbox.ToolsBinPath, true)
+	add(spec.PackagesDir, sandbox.PackagesPath, true) // holds copies of the packages' docs (syncPackages)
 	for _, name := range slices.Sorted(maps.Keys(spec.Skills)) {
-		add(spec.Skills[name], path.Join(SkillsPath, name), true)
+		add(spec.Skills[name], path.Join(sandbox.SkillsPath, name), true)
 	}
-	add(spec.SocketDir, BeigeDir, true)
-	add(spec.HelperBinary, ToolClientPath, true)
-	add(spec.HelperBinary, HelperPath, true)
+	add(spec.SocketDir, sandbox.BeigeDir, true)
+	add(spec.HelperBinary, sandbox.ToolClientPath, true)
+	add(spec.HelperBinary, sandbox.HelperPath, true)
 	for _, m := range spec.ExtraMounts {
 		add(m.Source, path.Clean(m.Target), m.ReadOnly)
 	}
@@ -348,31 +252,15 @@ func mounts(spec Spec) []mount.Mount {
 	return ms
 }
 
-// PackageFiles are the files of a plugin folder (Spec.Packages) that the
-// sandbox sees, copied into PackagesDir/<plugin>: its manifest and docs.
-var PackageFiles = []string{"plugin.json", "README.md", "SKILL.md"}
-
 // maxPackageFile bounds one copied package file.
 const maxPackageFile = 4 << 20
-
-// Modes of the host folders that prepareHost makes.
-const (
-	// WorkspaceMode: only the owner (the agent's user, or the gateway's
-	// user) may enter the workspace, so that a setuid file an agent made
-	// there is of no use to any other local user.
-	WorkspaceMode = fs.FileMode(0o700)
-	// SocketDirMode: the agent's user must reach gateway.sock and the
-	// mounted binaries through /beige. Other host users are kept out by the
-	// parent folder ($BEIGE_HOME/sockets, mode 0700).
-	SocketDirMode = fs.FileMode(0o755)
-)
 
 // prepareHost creates the host folders the mounts need (the workspace,
 // launcher, packages and socket folders, and the mount points of the helper
 // binary), gives the workspace to the agent's user, and refreshes the
 // copies of the packages' docs. It runs at every Ensure; it never follows a
 // symbolic link the agent could have made.
-func prepareHost(spec Spec, log *slog.Logger) error {
+func prepareHost(spec sandbox.Spec, log *slog.Logger) error {
 	// The agent's (non-root) user must read these whatever the gateway's
 	// umask; they hold nothing secret, and their parents keep others out.
 	for _, dir := range []string{spec.Launchers, spec.PackagesDir} {
@@ -387,10 +275,10 @@ func prepareHost(spec Spec, log *slog.Logger) error {
 		}
 	}
 	if spec.SocketDir != "" {
-		if err := os.MkdirAll(spec.SocketDir, SocketDirMode); err != nil {
+		if err := os.MkdirAll(spec.SocketDir, sandbox.SocketDirMode); err != nil {
 			return fmt.Errorf("prepare host folder: %w", err)
 		}
-		if err := os.Chmod(spec.SocketDir, SocketDirMode); err != nil {
+		if err := os.Chmod(spec.SocketDir, sandbox.SocketDirMode); err != nil {
 			return fmt.Errorf("prepare socket folder: %w", err)
 		}
 	}
@@ -409,14 +297,14 @@ func prepareHost(spec Spec, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("helper binary: %w", err)
 		}
-		if uid, _, _ := ParseUser(spec.User); uid != 0 && fi.Mode().Perm()&0o005 != 0o005 {
+		if uid, _, _ := sandbox.ParseUser(spec.User); uid != 0 && fi.Mode().Perm()&0o005 != 0o005 {
 			if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != uid {
 				log.Warn("the agent's user cannot run the mounted beige-sandbox binary (/beige/tool-client): plugin tools will fail; make it mode 0755",
 					"path", spec.HelperBinary, "mode", fmt.Sprintf("%#o", fi.Mode().Perm()))
 			}
 		}
 		if spec.SocketDir != "" {
-			for _, name := range []string{path.Base(ToolClientPath), path.Base(HelperPath)} {
+			for _, name := range []string{path.Base(sandbox.ToolClientPath), path.Base(sandbox.HelperPath)} {
 				if err := touch(filepath.Join(spec.SocketDir, name)); err != nil {
 					return fmt.Errorf("prepare helper mount point: %w", err)
 				}
@@ -426,35 +314,12 @@ func prepareHost(spec Spec, log *slog.Logger) error {
 	return nil
 }
 
-// PrepareSocket lets the agent's user (Spec.User, "" = DefaultUser())
-// connect to the gateway's socket at path, which the gateway has just
-// listened on: when the gateway is root the socket is given to that user
-// (its mode, 0600, stays); when the gateway is not root and the user is
-// another, the socket is made 0666. Other host users are kept out by the
-// socket folder's parent ($BEIGE_HOME/sockets, 0700) either way.
-func PrepareSocket(path, user string) error {
-	uid, gid, err := ParseUser(user)
-	if err != nil {
-		return fmt.Errorf("prepare socket %s: %w", path, err)
-	}
-	switch euid := os.Geteuid(); {
-	case euid == 0:
-		err = os.Lchown(path, uid, gid)
-	case uid != euid && uid != 0:
-		err = os.Chmod(path, 0o666)
-	}
-	if err != nil {
-		return fmt.Errorf("prepare socket %s for user %d:%d: %w", path, uid, gid, err)
-	}
-	return nil
-}
-
 // prepareWorkspace creates the workspace (mode WorkspaceMode) and makes it
 // private to its owner. It opens the folder with O_NOFOLLOW and changes it
 // through the open file, so that no link is followed. (giveWorkspace gives
 // it to the agent's user, when no container runs.)
-func prepareWorkspace(spec Spec, log *slog.Logger) error {
-	if err := os.MkdirAll(spec.Workspace, WorkspaceMode); err != nil {
+func prepareWorkspace(spec sandbox.Spec, log *slog.Logger) error {
+	if err := os.MkdirAll(spec.Workspace, sandbox.WorkspaceMode); err != nil {
 		return fmt.Errorf("prepare workspace: %w", err)
 	}
 	f, err := os.OpenFile(spec.Workspace, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
@@ -467,7 +332,7 @@ func prepareWorkspace(spec Spec, log *slog.Logger) error {
 		return fmt.Errorf("prepare workspace: %w", err)
 	}
 	st, _ := fi.Sys().(*syscall.Stat_t)
-	uid, gid, _ := ParseUser(spec.User) // validated
+	uid, gid, _ := sandbox.ParseUser(spec.User) // validated
 	if os.Geteuid() != 0 && uid != 0 && st != nil && int(st.Uid) != uid {
 		log.Warn("the agent's user does not own the workspace and the gateway cannot give it (not root): agent code may not be able to write there",
 			"path", spec.Workspace, "user", fmt.Sprintf("%d:%d", uid, gid), "owner", st.Uid)
@@ -518,11 +383,11 @@ func warnOpenAncestors(p string, log *slog.Logger) {
 // setgid bits, which defuses a setuid-root file a root agent left there. It
 // runs only while no container of the agent runs (create), so that nothing
 // changes the tree under the walk.
-func giveWorkspace(spec Spec, log *slog.Logger) error {
+func giveWorkspace(spec sandbox.Spec, log *slog.Logger) error {
 	if spec.Workspace == "" || os.Geteuid() != 0 {
 		return nil
 	}
-	uid, gid, _ := ParseUser(spec.User) // validated
+	uid, gid, _ := sandbox.ParseUser(spec.User) // validated
 	fi, err := os.Lstat(spec.Workspace)
 	if err != nil {
 		return fmt.Errorf("give workspace to the agent's user: %w", err)
@@ -620,13 +485,13 @@ func syncPackages(dir string, pkgs map[string]string) error {
 			return fmt.Errorf("sync package docs of %q: %w", name, err)
 		}
 		for _, e := range olds {
-			if !slices.Contains(PackageFiles, e.Name()) {
+			if !slices.Contains(sandbox.PackageFiles, e.Name()) {
 				if err := os.RemoveAll(filepath.Join(dst, e.Name())); err != nil {
 					return fmt.Errorf("sync package docs of %q: %w", name, err)
 				}
 			}
 		}
-		for _, f := range PackageFiles {
+		for _, f := range sandbox.PackageFiles {
 			data, err := readRegular(filepath.Join(pkgs[name], f), maxPackageFile)
 			if err != nil {
 				// Absent, not a regular file, or unreadable: the sandbox has none.
@@ -691,45 +556,4 @@ func fileSum(p string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// ParseMemory parses a memory size: plain bytes ("1048576") or a number with
-// a k, m, g or t suffix in powers of 1024, optionally followed by "b" or "i"
-// ("512m", "2g", "1.5G", "3gb"). The empty string is 0 (no limit).
-func ParseMemory(s string) (int64, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	if t == "" {
-		return 0, nil
-	}
-	t = strings.TrimSuffix(strings.TrimSuffix(t, "b"), "i")
-	mult := int64(1)
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'k':
-			mult = 1 << 10
-		case 'm':
-			mult = 1 << 20
-		case 'g':
-			mult = 1 << 30
-		case 't':
-			mult = 1 << 40
-		}
-		if mult > 1 {
-			t = t[:n-1]
-		}
-	}
-	if t == "" || strings.Trim(t, "0123456789.") != "" {
-		return 0, fmt.Errorf("invalid memory size %q", s)
-	}
-	if n, err := strconv.ParseInt(t, 10, 64); err == nil {
-		if n < 0 || n > math.MaxInt64/mult {
-			return 0, fmt.Errorf("invalid memory size %q", s)
-		}
-		return n * mult, nil
-	}
-	f, err := strconv.ParseFloat(t, 64)
-	if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) || f*float64(mult) >= math.MaxInt64 {
-		return 0, fmt.Errorf("invalid memory size %q", s)
-	}
-	return int64(f * float64(mult)), nil
 }
