@@ -129,7 +129,7 @@ func New() *Metrics {
 	}, []string{"provider", "model", "outcome"})
 	m.llmTTFT = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "beige_llm_time_to_first_token_seconds",
-		Help:    "Time from sending a model request to its first streamed event, by provider and model.",
+		Help:    "Time from sending a model request to the first text, thinking or tool call it streams, by provider and model.",
 		Buckets: llmBuckets,
 	}, []string{"provider", "model"})
 	m.llmDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -301,7 +301,7 @@ func (m *Metrics) ExecFallback(agent string) {
 type LLMAttempt struct {
 	Provider, Model string
 	Outcome         string        // OutcomeOK, OutcomeError or OutcomeCanceled
-	FirstToken      time.Duration // 0: no event arrived
+	FirstToken      time.Duration // to the first text, thinking or tool call streamed; 0: none arrived
 	Duration        time.Duration
 	InputTokens     int64
 	OutputTokens    int64

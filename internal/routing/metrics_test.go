@@ -2,6 +2,7 @@ package routing
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -72,4 +73,39 @@ func scrapeText(t *testing.T, m *metrics.Metrics) string {
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	return rec.Body.String()
+}
+
+// slowFirstToken starts its reply at once and sends its first text after
+// 200 ms.
+type slowFirstToken struct{}
+
+func (slowFirstToken) Stream(ctx context.Context, req llm.Request, emit func(llm.Event)) (*llm.AssistantMessage, error) {
+	b := llm.NewBuilder(req.Model, emit)
+	b.Start()
+	time.Sleep(200 * time.Millisecond)
+	i := b.BeginText()
+	b.AppendText(i, "late")
+	return b.Finish()
+}
+
+// TestTimeToFirstTokenIsTheFirstOutput: the time to first token runs to
+// the first text, not to the start event that comes with the headers.
+func TestTimeToFirstTokenIsTheFirstOutput(t *testing.T) {
+	m := metrics.New()
+	m.SetBounds(nil, nil, []string{"p"}, []string{"p/slow"})
+	r := NewRouter(&Options{Logger: quiet, Metrics: m})
+	c := Candidate{Provider: "p", Client: slowFirstToken{}, Model: llm.Model{ID: "slow", API: "fake", Provider: "p"}}
+	if _, _, err := r.Stream(context.Background(), []Candidate{c}, llm.Context{}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	text := scrapeText(t, m)
+	var sum float64
+	for _, l := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(l, `beige_llm_time_to_first_token_seconds_sum{model="slow",provider="p"} `); ok {
+			fmt.Sscan(v, &sum)
+		}
+	}
+	if sum < 0.2 {
+		t.Errorf("time to first token %.3fs, want at least the 0.2 s before the first text", sum)
+	}
 }

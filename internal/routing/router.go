@@ -437,7 +437,7 @@ func (r *Router) call(ctx context.Context, c Candidate, lc llm.Context, emit fun
 	var firstEvent time.Duration
 	defer func() { r.countAttempt(c, res, sent, firstEvent) }()
 	msg, err := c.Client.Stream(actx, llm.Request{Model: c.Model, Context: lc, Options: c.Options}, func(e llm.Event) {
-		if firstEvent == 0 {
+		if firstEvent == 0 && firstToken(e.Type) {
 			firstEvent = max(time.Since(sent), time.Nanosecond)
 		}
 		watchdog.Reset(r.idle)
@@ -477,8 +477,20 @@ func (r *Router) call(ctx context.Context, c Candidate, lc llm.Context, emit fun
 	return res
 }
 
+// firstToken reports whether an event of type t carries the first output
+// of a reply (text, thinking or a tool call), for the time to first token:
+// the start event comes with the response's headers, before any token.
+func firstToken(t llm.EventType) bool {
+	switch t {
+	case llm.EventTextStart, llm.EventTextDelta, llm.EventThinkingStart, llm.EventThinkingDelta,
+		llm.EventToolCallStart, llm.EventToolCallDelta, llm.EventDone:
+		return true
+	}
+	return false
+}
+
 // countAttempt gives the metrics one attempt: its outcome, the time from
-// the request going out to its first event and to its end, and the tokens
+// the request going out to its first token and to its end, and the tokens
 // the provider reported.
 func (r *Router) countAttempt(c Candidate, res result, sent time.Time, firstEvent time.Duration) {
 	if r.metrics == nil {
