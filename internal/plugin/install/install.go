@@ -87,7 +87,10 @@ type record struct {
 type ExistsError struct{ Names []string }
 
 func (e *ExistsError) Error() string {
-	return fmt.Sprintf("plugin %s is already installed (use --force to reinstall; its config is kept)", strings.Join(e.Names, ", "))
+	if len(e.Names) == 1 {
+		return fmt.Sprintf("plugin %s is already installed (use --force to reinstall; its config is kept)", e.Names[0])
+	}
+	return fmt.Sprintf("plugins %s are already installed (use --force to reinstall; their config is kept)", strings.Join(e.Names, ", "))
 }
 
 func (in *Installer) pluginsDir() string { return filepath.Join(in.opts.Home, "plugins") }

@@ -326,10 +326,10 @@ func (in *Installer) runNPM(ctx context.Context, r *os.Root, dir, name string) e
 		}
 		npm = p
 	}
-	in.progress.Stepf("installing npm dependencies of %s (npm install --omit=dev --omit=peer --ignore-scripts)", name)
+	in.progress.Stepf("installing npm dependencies of %s (npm install --omit=dev --ignore-scripts --legacy-peer-deps)", name)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "install", "--omit=dev", "--omit=peer", "--ignore-scripts", "--no-audit", "--no-fund",
+	cmd := exec.CommandContext(ctx, npm, "install", "--omit=dev", "--legacy-peer-deps", "--ignore-scripts", "--no-audit", "--no-fund",
 		"--no-package-lock", "--registry", in.opts.Registry)
 	cmd.Dir = dir
 	var out bytes.Buffer
