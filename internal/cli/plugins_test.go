@@ -41,7 +41,7 @@ func npmRegistry(t *testing.T, version *atomic.Value) *httptest.Server {
 	tarballs := map[string][]byte{}
 	for _, v := range []string{"1.0.0", "1.1.0"} {
 		tarballs[v] = tgz(t, map[string]string{
-			"package/package.json":             `{"name": "@scope/kit", "version": "` + v + `"}`,
+			"package/package.json":              `{"name": "@scope/kit", "version": "` + v + `"}`,
 			"package/plugins/alpha/plugin.json": `{"name": "alpha", "defaultConfig": {"apiKey": "<KEY>"}}`,
 			"package/plugins/beta/plugin.json":  `{"name": "beta", "run": {"command": ["./beta.sh"]}}`,
 		})
