@@ -56,7 +56,7 @@ func cleanRel(name string) (string, error) {
 	}
 	for _, seg := range strings.Split(name, "/") {
 		if seg == ".." {
-			return "", fmt.Errorf("refused path %q: it climbs out with ..", name)
+			return "", fmt.Errorf("refused path %q: it climbs out (..)", name)
 		}
 	}
 	c := path.Clean(name)
@@ -142,7 +142,7 @@ func extractTarGz(r io.Reader, dst *os.Root, lim Limits) error {
 			if err := dst.MkdirAll(name, 0o755); err != nil {
 				return fmt.Errorf("create %s: %w", name, err)
 			}
-		case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // TypeRegA still occurs in old npm tarballs
+		case tar.TypeReg: // the reader gives old TypeRegA entries as TypeReg
 			if err := writeFile(dst, name, h.FileInfo().Mode(), tr, b); err != nil {
 				return err
 			}

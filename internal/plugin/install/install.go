@@ -83,14 +83,15 @@ type record struct {
 	InstalledAt string `json:"installedAt"`
 }
 
-// ExistsError says plugins are installed already (and Force was not set).
+// ExistsError says plugins are installed already, or named in the config
+// (and Force was not set).
 type ExistsError struct{ Names []string }
 
 func (e *ExistsError) Error() string {
 	if len(e.Names) == 1 {
-		return fmt.Sprintf("plugin %s is already installed (use --force to reinstall; its config is kept)", e.Names[0])
+		return fmt.Sprintf("plugin %s is already installed or in the config (use --force to reinstall; its config is kept)", e.Names[0])
 	}
-	return fmt.Sprintf("plugins %s are already installed (use --force to reinstall; their config is kept)", strings.Join(e.Names, ", "))
+	return fmt.Sprintf("plugins %s are already installed or in the config (use --force to reinstall; their config is kept)", strings.Join(e.Names, ", "))
 }
 
 func (in *Installer) pluginsDir() string { return filepath.Join(in.opts.Home, "plugins") }

@@ -273,7 +273,7 @@ type tarEntry struct {
 	mode             int64
 }
 
-func buildTgz(t *testing.T, entries []tarEntry) []byte {
+func buildTgz(t testing.TB, entries []tarEntry) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
