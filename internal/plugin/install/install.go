@@ -380,6 +380,7 @@ func (in *Installer) List() ([]Entry, error) {
 	var out []Entry
 	for _, e := range byName {
 		if e.Path != "" {
+			e.Path = in.configPath(e.Path)
 			e.Installed = e.Path == filepath.Join(in.pluginsDir(), e.Name)
 			e.Version = readVersion(e.Path, e)
 		}
@@ -429,7 +430,7 @@ func (in *Installer) Remove(name string) error {
 	}
 	dir := filepath.Join(in.pluginsDir(), name)
 	p, inConfig := c.Plugins[name]
-	if inConfig && (p == nil || filepath.Clean(p.Path) != dir) {
+	if inConfig && (p == nil || in.configPath(p.Path) != dir) {
 		where := "no path: it is built in"
 		if p != nil && p.Path != "" {
 			where = "its path is " + p.Path
@@ -471,6 +472,15 @@ func (in *Installer) Remove(name string) error {
 		return in.writeConfig(out, fi.Mode().Perm())
 	}
 	return nil
+}
+
+// configPath resolves a path of the config the way the loader does:
+// relative to the config's folder.
+func (in *Installer) configPath(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(filepath.Dir(in.opts.Config), p)
 }
 
 // Sources returns the plugins that have a _source, grouped by it, for

@@ -261,6 +261,16 @@ func TestRemoveRefusesWhatItDidNotInstall(t *testing.T) {
 	if _, err := os.Stat(mine); err != nil {
 		t.Fatal("the user's folder was removed")
 	}
+
+	// A relative path is relative to the config's folder, as the loader
+	// reads it: ./plugins/rel is the installed folder.
+	writeFiles(t, filepath.Join(dir, "plugins", "rel"), map[string]string{"plugin.json": `{"name": "rel"}`})
+	if err := os.WriteFile(cfg, []byte("{\n  plugins: {\n    rel: { path: './plugins/rel' },\n  },\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Remove("rel"); err != nil {
+		t.Fatalf("Remove(rel) with a relative path: %v", err)
+	}
 }
 
 func quoteJSON(s string) string { b, _ := json.Marshal(s); return string(b) }
