@@ -99,9 +99,11 @@ func (in *Installer) pluginsDir() string { return filepath.Join(in.opts.Home, "p
 // Install fetches src and installs every plugin in it, or, when only is
 // not empty, the plugins of those names (which must all be there).
 func (in *Installer) Install(ctx context.Context, src Source, only []string) ([]Installed, error) {
-	if err := os.MkdirAll(in.pluginsDir(), 0o755); err != nil {
-		return nil, fmt.Errorf("create %s: %w", in.pluginsDir(), err)
+	unlock, err := in.lock()
+	if err != nil {
+		return nil, err
 	}
+	defer unlock()
 	if fi, err := os.Lstat(in.pluginsDir()); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("%s is not a folder", in.pluginsDir())
 	}
@@ -424,6 +426,11 @@ func (in *Installer) Remove(name string) error {
 	if err := ValidName(name); err != nil {
 		return err
 	}
+	unlock, err := in.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	data, c, err := in.readConfig()
 	if err != nil {
 		return err

@@ -141,8 +141,8 @@ func TestInstallLocal(t *testing.T) {
 		t.Fatalf("config entry %+v", e)
 	}
 	assertOnlyPluginsAdded(t, data, orig)
-	if entries, _ := os.ReadDir(filepath.Join(dir, "plugins")); len(entries) != 1 {
-		t.Errorf("plugins/ holds %d entries, want only hello (no temporary folder left)", len(entries))
+	if entries := pluginEntries(t, dir); len(entries) != 1 {
+		t.Errorf("plugins/ holds %v, want only hello (no temporary folder left)", entries)
 	}
 }
 
@@ -431,11 +431,23 @@ func TestInstallNPMIntegrityMismatchRefused(t *testing.T) {
 	assertNothingInstalled(t, dir, cfg, orig)
 }
 
-func assertNothingInstalled(t *testing.T, dir, cfg string, orig []byte) {
+// pluginEntries lists plugins/ but its lock file.
+func pluginEntries(t *testing.T, dir string) []string {
 	t.Helper()
 	entries, _ := os.ReadDir(filepath.Join(dir, "plugins"))
-	if len(entries) != 0 {
-		t.Fatalf("plugins/ has %d entries after a refused install", len(entries))
+	var names []string
+	for _, e := range entries {
+		if e.Name() != ".lock" {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
+func assertNothingInstalled(t *testing.T, dir, cfg string, orig []byte) {
+	t.Helper()
+	if entries := pluginEntries(t, dir); len(entries) != 0 {
+		t.Fatalf("plugins/ holds %v after a refused install", entries)
 	}
 	if data, _ := os.ReadFile(cfg); !bytes.Equal(data, orig) {
 		t.Fatal("a refused install changed the config")
@@ -635,5 +647,62 @@ func TestLinkStaysInside(t *testing.T) {
 		if got := linkStaysInside(tt.rel, tt.target); got != tt.want {
 			t.Errorf("linkStaysInside(%q, %q) = %v, want %v", tt.rel, tt.target, got, tt.want)
 		}
+	}
+}
+
+// TestConcurrentInstallsKeepEveryEntry: plugin commands run one at a time,
+// so that no config edit is lost.
+func TestConcurrentInstallsKeepEveryEntry(t *testing.T) {
+	dir, cfg, _ := testHome(t)
+	const n = 6
+	errs := make(chan error, n)
+	for i := range n {
+		src := t.TempDir()
+		writeFiles(t, src, map[string]string{"plugin.json": fmt.Sprintf(`{"name": "p%d"}`, i)})
+		go func() {
+			_, err := newInstaller(dir, cfg, false, nil).Install(context.Background(), mustParse(t, src), nil)
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, c := readCfg(t, cfg)
+	if len(c.Plugins) != n {
+		t.Fatalf("config has %d entries, want %d: an edit was lost", len(c.Plugins), n)
+	}
+}
+
+// TestCloneRunsNoHooks: a hooks folder in the host's git config (or one a
+// repository could name) is not run by the clone.
+func TestCloneRunsNoHooks(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	dir, cfg, _ := testHome(t)
+	gh := t.TempDir()
+	repo := filepath.Join(gh, "o", "r")
+	writeFiles(t, repo, map[string]string{"plugin.json": `{"name": "hooked"}`})
+	gitRun(t, repo, "init", "-q", "-b", "main")
+	gitRun(t, repo, "add", ".")
+	gitRun(t, repo, "commit", "-q", "-m", "one")
+
+	hooks := t.TempDir()
+	marker := filepath.Join(t.TempDir(), "ran")
+	writeFiles(t, hooks, map[string]string{"post-checkout": "#!/bin/sh\ntouch " + marker + "\n"})
+	os.Chmod(filepath.Join(hooks, "post-checkout"), 0o755)
+	fakeHome := t.TempDir()
+	writeFiles(t, fakeHome, map[string]string{".gitconfig": "[core]\n\thooksPath = " + hooks + "\n"})
+	t.Setenv("HOME", fakeHome)
+	t.Setenv("XDG_CONFIG_HOME", fakeHome)
+
+	in := newInstaller(dir, cfg, false, func(o *Options) { o.GitHubURL = "file://" + gh; o.AllowFileGit = true })
+	if _, err := in.Install(context.Background(), mustParse(t, "github:o/r"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a post-checkout hook ran during the clone")
 	}
 }
