@@ -706,3 +706,40 @@ func TestCloneRunsNoHooks(t *testing.T) {
 		t.Fatal("a post-checkout hook ran during the clone")
 	}
 }
+
+// TestNPMRunsOnlyForDependenciesWithoutScripts: npm runs only for a
+// plugin with dependencies, with --ignore-scripts, in the plugin's own
+// folder, after the package's .npmrc and lockfiles are gone.
+func TestNPMRunsOnlyForDependenciesWithoutScripts(t *testing.T) {
+	dir, cfg, _ := testHome(t)
+	log := filepath.Join(t.TempDir(), "npm.log")
+	fake := filepath.Join(t.TempDir(), "npm")
+	writeFiles(t, filepath.Dir(fake), map[string]string{"npm": "#!/bin/sh\necho \"$PWD $*\" >> " + log + "\nls -A >> " + log + "\n"})
+	os.Chmod(fake, 0o755)
+	src := t.TempDir()
+	writeFiles(t, src, map[string]string{
+		"nodeps/plugin.json":     `{"name": "nodeps"}`,
+		"nodeps/package.json":    `{"peerDependencies": {"host": "*"}, "devDependencies": {"x": "1"}}`,
+		"deps/plugin.json":       `{"name": "deps"}`,
+		"deps/package.json":      `{"dependencies": {"cron-parser": "^5.5.0", "alias": "npm:other@^1"}, "scripts": {"postinstall": "touch /tmp/pwned"}}`,
+		"deps/.npmrc":            "git=/tmp/evil\n",
+		"deps/package-lock.json": `{}`,
+	})
+	in := newInstaller(dir, cfg, false, func(o *Options) { o.NPM = fake; o.Registry = "http://127.0.0.1:9/" })
+	if _, err := in.Install(context.Background(), mustParse(t, src), nil); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal("npm did not run for the plugin with dependencies")
+	}
+	got := string(b)
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	want := filepath.Join(dir, "plugins") + "/.tmp-"
+	if !strings.HasPrefix(lines[0], want) || !strings.HasSuffix(lines[0], "/stage/deps install --omit=dev --legacy-peer-deps --ignore-scripts --no-audit --no-fund --no-package-lock --registry http://127.0.0.1:9/") {
+		t.Fatalf("npm ran as %q", lines[0])
+	}
+	if strings.Count(got, " install ") != 1 || strings.Contains(got, ".npmrc") || strings.Contains(got, "package-lock.json") {
+		t.Fatalf("npm log:\n%s", got)
+	}
+}
