@@ -35,7 +35,10 @@ else https://registry.npmjs.org/; the tarball must match the registry's
 integrity (sha512). A plugin with npm dependencies gets them with
 "npm install --omit=dev --ignore-scripts --legacy-peer-deps" (peer
 dependencies, the host package, are not installed): lifecycle scripts of
-the package and its dependencies are never run.`,
+the package and its dependencies are never run. github: sources are cloned
+with git from BEIGE_GITHUB_URL (default https://github.com), without hooks
+or submodules; a file:// URL there is refused unless BEIGE_GITHUB_ALLOW_FILE=1
+(for tests).`,
 	}
 	var force bool
 	installCmd := &cobra.Command{

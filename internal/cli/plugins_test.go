@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -149,5 +150,35 @@ func TestPluginsUsage(t *testing.T) {
 	}
 	if code, out, _ := run(t, "plugins", "install", "--help"); code != 0 || !strings.Contains(out, "never running install") {
 		t.Errorf("help: %d %s", code, out)
+	}
+}
+
+// TestPluginsInstallGitHub: BEIGE_GITHUB_URL and BEIGE_GITHUB_ALLOW_FILE
+// reach the installer.
+func TestPluginsInstallGitHub(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	dir := withHome(t)
+	gh := t.TempDir()
+	repo := filepath.Join(gh, "o", "r")
+	os.MkdirAll(filepath.Join(repo, "p"), 0o755)
+	os.WriteFile(filepath.Join(repo, "p", "plugin.json"), []byte(`{"name": "ghp", "version": "3.0.0"}`), 0o644)
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "."}, {"commit", "-q", "-m", "x"}, {"tag", "v3"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t", "GIT_CONFIG_GLOBAL=/dev/null")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	t.Setenv("BEIGE_GITHUB_URL", "file://"+gh)
+	if code, _, errOut := run(t, "plugins", "install", "github:o/r/p#v3"); code != ExitFailure || !strings.Contains(errOut, "BEIGE_GITHUB_ALLOW_FILE") {
+		t.Fatalf("file:// without the override: %d %s", code, errOut)
+	}
+	t.Setenv("BEIGE_GITHUB_ALLOW_FILE", "1")
+	code, out, errOut := run(t, "plugins", "install", "github:o/r/p#v3")
+	if code != 0 || !strings.Contains(out, "installed ghp 3.0.0 in "+filepath.Join(dir, "plugins", "ghp")) {
+		t.Fatalf("install: %d\n%s%s", code, out, errOut)
 	}
 }
