@@ -160,6 +160,7 @@ $BEIGE_HOME/config.json5 unless -c says otherwise.`,
 		a.sandboxCommand(),
 		a.doctorCommand(),
 		a.tuiCommand(),
+		a.pluginsCommand(),
 	)
 	return root
 }
