@@ -21,6 +21,7 @@ import (
 
 	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/egress"
+	"github.com/beige-dev/beige/internal/egress/trust"
 	"github.com/beige-dev/beige/internal/sandbox"
 	"github.com/beige-dev/beige/internal/sandbox/sandboxtest"
 )
@@ -64,11 +65,21 @@ var pub = netip.MustParseAddr("93.184.215.14")
 // and the HTTPS test server's CA at /workspace/ca.pem.
 func startProxied(t testing.TB, network string, allow []string, httpSrv, httpsSrv *httptest.Server, tweak ...func(*egress.Options, *world)) *dockerEnv {
 	t.Helper()
+	return startProxiedSpec(t, network, allow, httpSrv, httpsSrv, nil, tweak...)
+}
+
+// startProxiedSpec is startProxied with specTweak changing the sandbox's
+// spec first.
+func startProxiedSpec(t testing.TB, network string, allow []string, httpSrv, httpsSrv *httptest.Server, specTweak func(*sandbox.Spec), tweak ...func(*egress.Options, *world)) *dockerEnv {
+	t.Helper()
 	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{})
 	netclient := sandboxtest.StaticBinary(t, "./internal/egress/testdata/netclient")
 	spec := sandboxtest.NewSpec(t, "egress")
 	spec.Network = network
 	spec.ExtraMounts = []sandbox.Mount{{Source: netclient, Target: "/opt/netclient", ReadOnly: true}}
+	if specTweak != nil {
+		specTweak(&spec)
+	}
 	if err := os.MkdirAll(spec.SocketDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -436,5 +447,64 @@ func TestCredentialInSandbox(t *testing.T) {
 	recs := e.records(t, 2)
 	if recs[0].Host != "creds.test" || recs[0].Injected != "Authorization" || recs[1].Injected != "" {
 		t.Errorf("records = %+v", recs)
+	}
+}
+
+// TestCABundleInSandbox: with the egress CA mounted, the sandbox's helper
+// writes trust.BundlePath, the image's own bundle followed by the CA, so
+// that a plain client pointed at it through SSL_CERT_FILE trusts both the
+// intercepted credential host and every other TLS host (an opaque tunnel,
+// verified against the image's roots). A bundle of the CA alone would fail
+// the second, the image's bundle alone the first.
+func TestCABundleInSandbox(t *testing.T) {
+	httpSrv, httpsSrv := testServers(t)
+	upCA, err := egress.NewCA() // the roots of the "internet"; the image's bundle holds them
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leaves []tls.Certificate
+	for _, h := range []string{"creds.test", "plain.test"} {
+		leaf, err := upCA.Leaf(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaves = append(leaves, *leaf)
+	}
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s injected=%v", r.Host, r.Header.Get("X-Token") != "")
+	}))
+	up.TLS = &tls.Config{Certificates: leaves}
+	up.StartTLS()
+	t.Cleanup(up.Close)
+	system := filepath.Join(t.TempDir(), "ca-certificates.crt")
+	if err := os.WriteFile(system, upCA.CertPEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := egress.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	upIP := netip.MustParseAddr("93.184.215.21")
+	e := startProxiedSpec(t, sandbox.NetworkProxy, []string{"creds.test", "plain.test"}, httpSrv, httpsSrv, func(s *sandbox.Spec) {
+		s.ExtraMounts = append(s.ExtraMounts, sandbox.Mount{Source: system, Target: "/etc/ssl/certs/ca-certificates.crt", ReadOnly: true})
+		s.Env = map[string]string{"SSL_CERT_FILE": trust.BundlePath}
+	}, func(o *egress.Options, w *world) {
+		o.CA, o.RootCAs = ca, upCA.Pool()
+		o.Credentials = []egress.Credential{{Host: "creds.test", Header: "X-Token", Value: "tok-BundleT3st"}}
+		w.names["creds.test"] = []netip.Addr{upIP}
+		w.names["plain.test"] = []netip.Addr{upIP}
+		w.routes[netip.AddrPortFrom(upIP, 443).String()] = up.Listener.Addr().String()
+	})
+	for _, c := range []struct{ url, want string }{
+		{"https://creds.test/", "200 creds.test injected=true"},
+		{"https://plain.test/", "200 plain.test injected=false"},
+	} {
+		if got := e.sh(t, "/opt/netclient get "+c.url); got != c.want {
+			t.Errorf("%s with SSL_CERT_FILE=%s: %q, want %q", c.url, trust.BundlePath, got, c.want)
+		}
+	}
+	// The bundle is root's and read-only; the agent's user cannot replace it.
+	if got := e.sh(t, "ls -ln "+trust.BundlePath+" | cut -c1-10,16-20; echo x > "+trust.BundlePath+" 2>/dev/null || echo refused; mv /tmp/x "+trust.BundlePath+" 2>/dev/null; touch "+trust.Dir+"/y 2>/dev/null || echo refused"); !strings.HasPrefix(got, "-r--r--r--") || strings.Count(got, "refused") != 2 {
+		t.Errorf("the bundle or its folder is writable by the agent: %q", got)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/moby/moby/api/types/mount"
 
 	"github.com/beige-dev/beige/internal/atomicfile"
+	"github.com/beige-dev/beige/internal/egress/trust"
 )
 
 // Hardening defaults, applied when the Spec leaves the field at its zero value.
@@ -310,8 +311,9 @@ func containerConfig(spec Spec, labels map[string]string) (*container.Config, *c
 		ReadonlyRootfs: spec.ReadOnlyRootfs,
 		Sysctls:        sysctls,
 		Tmpfs: map[string]string{
-			TmpPath:  "rw,nosuid,nodev,mode=1777",
-			HomePath: fmt.Sprintf("rw,nosuid,nodev,mode=0700,uid=%d,gid=%d", uid, gid),
+			TmpPath:   "rw,nosuid,nodev,mode=1777",
+			HomePath:  fmt.Sprintf("rw,nosuid,nodev,mode=0700,uid=%d,gid=%d", uid, gid),
+			trust.Dir: "rw,nosuid,nodev,noexec,mode=0755", // root's: the combined CA bundle (trust.BundlePath)
 		},
 		Resources: container.Resources{
 			Memory:    memory,
