@@ -194,7 +194,11 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	if err := g.openLLM(); err != nil {
 		return nil, err
 	}
-	g.plugins, err = plugin.NewHost(cfg, &plugin.Options{Home: g.home, Audit: g.audit, Freeze: g.freeze, Logger: g.log.With("component", "plugins")})
+	popts := &plugin.Options{Home: g.home, Audit: g.audit, Freeze: g.freeze, Logger: g.log.With("component", "plugins")}
+	if red != nil {
+		popts.Redact = red.String // plugin tool results, as core tools' (SetRedact above)
+	}
+	g.plugins, err = plugin.NewHost(cfg, popts)
 	if err != nil {
 		return nil, fmt.Errorf("load plugins: %w", err)
 	}
