@@ -64,6 +64,10 @@ type Options struct {
 	// Disk, if set, reports a problem with $BEIGE_HOME's disk ("" when
 	// none) for /api/health: the gateway's disk reserve (home.Reserve).
 	Disk interface{ Problem() string }
+	// OnListen, if set, is called with the API's address (host:port) each
+	// time a gateway starts serving: at start and after every restart,
+	// which may move it to the reloaded config's address.
+	OnListen func(addr string)
 
 	// listener, if set, is the API's listener, already bound (a restart
 	// onto a new address binds it before the old gateway stops).
@@ -255,6 +259,9 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		}
 	}()
 	g.log.Info("listening", "url", "http://"+g.ln.Addr().String())
+	if g.opts.OnListen != nil {
+		g.opts.OnListen(g.ln.Addr().String())
+	}
 	if err := g.prepareSandboxes(ctx); err != nil {
 		return nil, err
 	}
