@@ -70,6 +70,10 @@ type Options struct {
 	// means new ones. Run keeps the same across restarts, so the counters
 	// count since the process started.
 	Metrics *metrics.Metrics
+	// OnListen, if set, is called with the API's address (host:port) each
+	// time a gateway starts serving: at start and after every restart,
+	// which may move it to the reloaded config's address.
+	OnListen func(addr string)
 
 	// listener, if set, is the API's listener, already bound (a restart
 	// onto a new address binds it before the old gateway stops).
@@ -206,7 +210,11 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	if err := g.openLLM(); err != nil {
 		return nil, err
 	}
-	g.plugins, err = plugin.NewHost(cfg, &plugin.Options{Home: g.home, Audit: g.audit, Freeze: g.freeze, Logger: g.log.With("component", "plugins")})
+	popts := &plugin.Options{Home: g.home, Audit: g.audit, Freeze: g.freeze, Logger: g.log.With("component", "plugins")}
+	if red != nil {
+		popts.Redact = red.String // plugin tool results, as core tools' (SetRedact above)
+	}
+	g.plugins, err = plugin.NewHost(cfg, popts)
 	if err != nil {
 		return nil, fmt.Errorf("load plugins: %w", err)
 	}
@@ -268,6 +276,9 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	g.log.Info("listening", "url", "http://"+g.ln.Addr().String())
 	if err := g.listenMetrics(); err != nil {
 		return nil, err
+	}
+	if g.opts.OnListen != nil {
+		g.opts.OnListen(g.ln.Addr().String())
 	}
 	if err := g.prepareSandboxes(ctx); err != nil {
 		return nil, err

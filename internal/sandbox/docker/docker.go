@@ -43,6 +43,7 @@ var (
 type dockerAPI interface {
 	Ping(ctx context.Context, options client.PingOptions) (client.PingResult, error)
 	ImageInspect(ctx context.Context, image string, opts ...client.ImageInspectOption) (client.ImageInspectResult, error)
+	ImageRemove(ctx context.Context, image string, options client.ImageRemoveOptions) (client.ImageRemoveResult, error)
 	ImageBuild(ctx context.Context, buildContext io.Reader, options client.ImageBuildOptions) (client.ImageBuildResult, error)
 	imageImporter
 	ContainerList(ctx context.Context, options client.ContainerListOptions) (client.ContainerListResult, error)
