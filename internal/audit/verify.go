@@ -239,6 +239,11 @@ func walk(rep *Report, snap *Snapshot, es []entry, o VerifyOptions) {
 	var expect int64 // the next seq; 0 before the first chained record
 	prev := ""
 	var last *entry
+	defer func() {
+		if last != nil {
+			rep.Last = point(last)
+		}
+	}()
 	for i := range es {
 		e := &es[i]
 		if i == 0 || es[i-1].file != e.file {
@@ -315,9 +320,6 @@ func walk(rep *Report, snap *Snapshot, es []entry, o VerifyOptions) {
 		}
 		rep.Records++
 		expect, prev, last = s+1, e.link.Hash, e
-	}
-	if last != nil {
-		rep.Last = point(last)
 	}
 	if len(snap.Gaps) > 0 {
 		rep.Break = &Break{Kind: BreakMissing, File: fmt.Sprintf("%s.%d", filepath.Base(snap.Path), snap.Gaps[0]), Line: 1, Detail: "this rotated file is missing (rotated files are numbered without gaps)"}

@@ -173,7 +173,7 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		auditSize = cfg.Gateway.Log.MaxSizeBytes
 	}
 	g.audit, err = audit.Open(g.home.AuditLog(), &audit.Options{MaxSizeBytes: auditSize, MaxFiles: cfg.Gateway.Audit.MaxFiles,
-		Logger: g.log.With("component", "audit"), OnWriteError: home.ReleaseOnFull, Redactor: auditRedactor(red)})
+		Logger: g.log.With("component", "audit"), OnWriteError: home.ReleaseOnFull, Redactor: auditRedactor(red), HeadPath: g.home.AuditHead()})
 	if err != nil {
 		return nil, fmt.Errorf("open audit log: %w", err)
 	}
