@@ -583,3 +583,56 @@ func BenchmarkLogChain(b *testing.B) {
 		})
 	}
 }
+
+// TestLastLinkFarBack: the newest chained record is found however far
+// back from the end it is (reading backwards in growing chunks).
+func TestLastLinkFarBack(t *testing.T) {
+	c := newChainLog(t)
+	l := c.open(t, nil)
+	for i := range 2000 {
+		l.Log(chainRec(i))
+	}
+	l.Close()
+	f, _ := os.OpenFile(c.path, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(strings.Repeat(`{"ts":"2026-03-05T00:00:00.000Z","agent":"x","phase":"started","type":"tool","tool":"git"}`+"\n", 8000))
+	f.Close()
+	got, file, err := lastLink(c.path, 0, 0)
+	if err != nil || got.Seq != 2000 || file != "audit.jsonl" {
+		t.Fatalf("lastLink = %+v %q %v", got, file, err)
+	}
+}
+
+// FuzzVerify: whatever the log holds, Verify does not panic, and a log it
+// finds whole has as many records as chained lines.
+func FuzzVerify(f *testing.F) {
+	c := newChainLog(f)
+	l := c.open(f, nil)
+	for i := range 4 {
+		l.Log(chainRec(i))
+	}
+	l.Close()
+	seed, _ := os.ReadFile(c.path)
+	f.Add(seed)
+	f.Add(append(append([]byte(nil), seed...), `{"ts":"x","pha`...))
+	f.Add([]byte("\n\n{}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "audit.jsonl")
+		os.WriteFile(path, data, 0o600)
+		rep, err := Verify(path, &VerifyOptions{LiveWait: time.Microsecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Break == nil {
+			var chained int64
+			for line := range bytes.Lines(data) {
+				if _, err := ParseLink(line); err == nil {
+					chained++
+				}
+			}
+			if rep.Records > chained {
+				t.Fatalf("%d records from %d chained lines", rep.Records, chained)
+			}
+		}
+	})
+}

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -220,24 +219,55 @@ func lastLink(path string, fragOff, fragLen int64) (Link, string, error) {
 		if n > 0 {
 			p = path + "." + strconv.Itoa(n)
 		}
-		data, err := os.ReadFile(p)
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOENT) {
-			continue
-		}
+		l, found, err := lastLinkIn(p, n == 0 && fragLen > 0, fragOff)
 		if err != nil {
 			return Link{}, "", err
 		}
-		if n == 0 && fragLen > 0 && fragOff <= int64(len(data)) {
-			data = data[:fragOff]
+		if found {
+			return l, filepath.Base(p), nil
+		}
+	}
+	return Link{}, "", nil
+}
+
+// lastLinkIn finds the last chained line of the file at p (before end, when
+// cut): it reads the file's end, and further back only as needed.
+func lastLinkIn(p string, cut bool, end int64) (Link, bool, error) {
+	f, err := os.Open(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return Link{}, false, nil
+	}
+	if err != nil {
+		return Link{}, false, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return Link{}, false, err
+	}
+	size := st.Size()
+	if cut && end < size {
+		size = end
+	}
+	for chunk := int64(256 << 10); ; chunk *= 4 {
+		start := max(0, size-chunk)
+		data := make([]byte, size-start)
+		if _, err := f.ReadAt(data, start); err != nil && !errors.Is(err, io.EOF) {
+			return Link{}, false, fmt.Errorf("read %s: %w", p, err)
 		}
 		for len(data) > 0 {
 			data = bytes.TrimSuffix(data, []byte{'\n'})
 			i := bytes.LastIndexByte(data, '\n')
-			if l, err := ParseLink(data[i+1:]); err == nil {
-				return l, filepath.Base(p), nil
+			if i < 0 && start > 0 {
+				break // a line that may begin before the chunk
 			}
-			data = data[:i+1]
+			if l, err := ParseLink(data[i+1:]); err == nil {
+				return l, true, nil
+			}
+			data = data[:max(i, 0)]
+		}
+		if start == 0 {
+			return Link{}, false, nil
 		}
 	}
-	return Link{}, "", nil
 }
