@@ -165,14 +165,38 @@ const maxReadLine = 1 << 20
 // Lines calls fn for each line of lf from the start, up to the end of the
 // file as it is then. Bytes is only valid during the call.
 func (lf *LogFile) Lines(fn func(RawLine) error) error {
-	return lf.linesFrom(0, 1, fn)
+	lr := lf.reader(0, 1)
+	for {
+		rl, ok, err := lr.next()
+		if err != nil || !ok {
+			return err
+		}
+		if err := fn(rl); err != nil {
+			return err
+		}
+	}
 }
 
-func (lf *LogFile) linesFrom(off int64, line int, fn func(RawLine) error) error {
-	r := bufio.NewReaderSize(io.NewSectionReader(lf.f, off, 1<<62), 64<<10)
+// lineReader reads the lines of a LogFile one at a time.
+type lineReader struct {
+	lf   *LogFile
+	r    *bufio.Reader
+	off  int64
+	line int
+	eof  bool
+}
+
+// reader reads lf from off, which is the start of line number line.
+func (lf *LogFile) reader(off int64, line int) *lineReader {
+	return &lineReader{lf: lf, r: bufio.NewReaderSize(io.NewSectionReader(lf.f, off, 1<<62), 64<<10), off: off, line: line}
+}
+
+// next returns the next line; false at the end of the file. Bytes is valid
+// until the next call.
+func (lr *lineReader) next() (RawLine, bool, error) {
 	var long []byte
-	for {
-		b, err := r.ReadSlice('\n')
+	for !lr.eof {
+		b, err := lr.r.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
 			if len(long) < maxReadLine {
 				long = append(long, b...)
@@ -181,29 +205,28 @@ func (lf *LogFile) linesFrom(off int64, line int, fn func(RawLine) error) error 
 		}
 		if long != nil {
 			b = append(long, b...)
-			long = nil
-		}
-		if len(b) > 0 {
-			nl := b[len(b)-1] == '\n'
-			if nl {
-				b = b[:len(b)-1]
-			}
-			if ferr := fn(RawLine{File: lf, Line: line, Offset: off, Bytes: b, Newline: nl}); ferr != nil {
-				return ferr
-			}
-			off += int64(len(b))
-			if nl {
-				off++
-			}
-			line++
 		}
 		if err == io.EOF {
-			return nil
+			lr.eof = true
+		} else if err != nil {
+			return RawLine{}, false, fmt.Errorf("read %s: %w", lr.lf.Path, err)
 		}
-		if err != nil {
-			return fmt.Errorf("read %s: %w", lf.Path, err)
+		if len(b) == 0 {
+			continue
 		}
+		nl := b[len(b)-1] == '\n'
+		if nl {
+			b = b[:len(b)-1]
+		}
+		rl := RawLine{File: lr.lf, Line: lr.line, Offset: lr.off, Bytes: b, Newline: nl}
+		lr.off += int64(len(b))
+		if nl {
+			lr.off++
+		}
+		lr.line++
+		return rl, true, nil
 	}
+	return RawLine{}, false, nil
 }
 
 // lastLink finds the newest chained record of the log at path: in the

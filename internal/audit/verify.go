@@ -100,8 +100,8 @@ type entry struct {
 	ok         bool // its hash matches (see load)
 	link       Link
 	ts         [24]byte
-	self       string // Tool of a TypeAudit record
-	head       headArgs
+	self       string    // Tool of a TypeAudit record
+	head       *headArgs // of a ToolHead record
 }
 
 // Verify checks the audit log at path: every file, oldest first, each
@@ -134,97 +134,133 @@ func Verify(path string, opts *VerifyOptions) (*Report, error) {
 		return nil, err
 	}
 	defer snap.Close()
-	es, err := load(snap, o.LiveWait)
-	if err != nil {
-		return nil, err
-	}
 	if rep.Break != nil {
 		return rep, nil
 	}
-	walk(rep, snap, es, o)
+	src := &source{snap: snap, liveWait: o.LiveWait, prevStored: GenesisHash}
+	if err := walk(rep, src, o); err != nil {
+		return nil, err
+	}
 	return rep, nil
 }
 
-// load reads every line of the snapshot. The hash of each chained line is
-// checked here, against its own prev when it carries one, else against
-// the chained line before it.
-func load(snap *Snapshot, liveWait time.Duration) ([]entry, error) {
-	var es []entry
-	prevStored := GenesisHash
-	var prevLine []byte // the line before, for a repair record to match
-	add := func(fi int, rl RawLine) error {
-		e := entry{file: fi, line: rl.Line, off: rl.Offset, n: int64(len(rl.Bytes)), newline: rl.Newline}
-		if l, err := ParseLink(rl.Bytes); err == nil {
-			e.chained, e.link = true, l
-			base := prevStored
-			if l.Prev != "" {
-				base = l.Prev
-			}
-			e.ok = lineHash(base, rl.Bytes) == l.Hash
-			prevStored = l.Hash
-			if bytes.HasPrefix(rl.Bytes, []byte(`{"ts":"`)) && len(rl.Bytes) > 31 {
-				copy(e.ts[:], rl.Bytes[7:31])
-			}
-			if bytes.Contains(rl.Bytes, []byte(`"type":"audit"`)) {
-				var rec Record
-				if json.Unmarshal(rl.Bytes, &rec) == nil && rec.Type == TypeAudit {
-					e.self = rec.Tool
-					switch rec.Tool {
-					case ToolRepair:
-						var a repairArgs
-						if json.Unmarshal(rec.Args, &a) == nil && len(es) > 0 {
-							p := &es[len(es)-1]
-							sum := sha256.Sum256(prevLine)
-							if p.off == a.Offset && p.n == a.Bytes && hex.EncodeToString(sum[:]) == a.Sha256 {
-								p.setAside = true
-							}
-						}
-					case ToolHead:
-						json.Unmarshal(rec.Args, &e.head)
-					}
-				}
-			}
-		}
-		es = append(es, e)
-		prevLine = append(prevLine[:0], rl.Bytes...)
-		return nil
-	}
-	for fi := range snap.Files {
-		lf := &snap.Files[fi]
-		if err := lf.Lines(func(rl RawLine) error { return add(fi, rl) }); err != nil {
-			return nil, err
-		}
-	}
-	// A last line without a newline may be a record a running gateway is
-	// writing: read it again in a moment.
-	if n := len(es); n > 0 && !es[n-1].newline && snap.Files[es[n-1].file].N == 0 {
-		last := es[n-1]
-		time.Sleep(liveWait)
-		es = es[:n-1]
-		if n > 1 {
-			// prevStored must be the stored hash before the last line.
-			prevStored = GenesisHash
-			for i := n - 2; i >= 0; i-- {
-				if es[i].chained {
-					prevStored = es[i].link.Hash
-					break
-				}
-			}
-		}
-		lf := &snap.Files[last.file]
-		if err := lf.linesFrom(last.off, last.line, func(rl RawLine) error { return add(last.file, rl) }); err != nil {
-			return nil, err
-		}
-		// A new line being written now, after the one waited for: the
-		// gateway is writing, it is not a cut end.
-		if n := len(es); n > 0 && !es[n-1].newline && es[n-1].off != last.off {
-			es = es[:n-1]
-		}
-	}
-	return es, nil
+// source reads the entries of a snapshot as the walk asks for them,
+// keeping only a window of them in memory.
+type source struct {
+	snap       *Snapshot
+	liveWait   time.Duration
+	fi         int // the file being read
+	lr         *lineReader
+	waited     bool  // for a last line without a newline
+	waitedOff  int64 // its offset
+	base       int   // the index of buf[0]
+	buf        []entry
+	eof        bool
+	prevStored string // the stored hash of the last chained line read
+	prevLine   []byte // the last line read, for a repair record to match
 }
 
-func walk(rep *Report, snap *Snapshot, es []entry, o VerifyOptions) {
+// at returns entry i (0-based over all files), or nil past the end.
+func (s *source) at(i int) (*entry, error) {
+	for i >= s.base+len(s.buf) {
+		if s.eof {
+			return nil, nil
+		}
+		if err := s.loadOne(); err != nil {
+			return nil, err
+		}
+	}
+	return &s.buf[i-s.base], nil
+}
+
+// release drops the entries before i.
+func (s *source) release(i int) {
+	if n := i - s.base; n > 0 && n <= len(s.buf) {
+		s.buf = append(s.buf[:0], s.buf[n:]...)
+		s.base = i
+	}
+}
+
+func (s *source) loadOne() error {
+	for {
+		if s.lr == nil {
+			if s.fi >= len(s.snap.Files) {
+				s.eof = true
+				return nil
+			}
+			s.lr = s.snap.Files[s.fi].reader(0, 1)
+		}
+		rl, ok, err := s.lr.next()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			s.fi, s.lr = s.fi+1, nil
+			continue
+		}
+		if !rl.Newline && s.snap.Files[s.fi].N == 0 {
+			// A last line without a newline may be a record a running
+			// gateway is writing: read it again in a moment.
+			if !s.waited {
+				s.waited, s.waitedOff = true, rl.Offset
+				time.Sleep(s.liveWait)
+				s.lr = s.snap.Files[s.fi].reader(rl.Offset, rl.Line)
+				continue
+			}
+			if rl.Offset != s.waitedOff {
+				// A newer line being written now: the gateway is writing,
+				// it is not a cut end.
+				s.fi, s.lr = s.fi+1, nil
+				continue
+			}
+		}
+		s.add(s.fi, rl)
+		return nil
+	}
+}
+
+// add makes the entry of one line. Its hash is checked here, against its
+// own prev when it carries one, else against the chained line before it.
+func (s *source) add(fi int, rl RawLine) {
+	e := entry{file: fi, line: rl.Line, off: rl.Offset, n: int64(len(rl.Bytes)), newline: rl.Newline}
+	if l, err := ParseLink(rl.Bytes); err == nil {
+		e.chained, e.link = true, l
+		base := s.prevStored
+		if l.Prev != "" {
+			base = l.Prev
+		}
+		e.ok = lineHash(base, rl.Bytes) == l.Hash
+		s.prevStored = l.Hash
+		if bytes.HasPrefix(rl.Bytes, []byte(`{"ts":"`)) && len(rl.Bytes) > 31 {
+			copy(e.ts[:], rl.Bytes[7:31])
+		}
+		if bytes.Contains(rl.Bytes, []byte(`"type":"audit"`)) {
+			var rec Record
+			if json.Unmarshal(rl.Bytes, &rec) == nil && rec.Type == TypeAudit {
+				e.self = rec.Tool
+				switch rec.Tool {
+				case ToolRepair:
+					var a repairArgs
+					if json.Unmarshal(rec.Args, &a) == nil && len(s.buf) > 0 {
+						p := &s.buf[len(s.buf)-1]
+						sum := sha256.Sum256(s.prevLine)
+						if p.off == a.Offset && p.n == a.Bytes && hex.EncodeToString(sum[:]) == a.Sha256 {
+							p.setAside = true
+						}
+					}
+				case ToolHead:
+					e.head = new(headArgs)
+					json.Unmarshal(rec.Args, e.head)
+				}
+			}
+		}
+	}
+	s.buf = append(s.buf, e)
+	s.prevLine = append(s.prevLine[:0], rl.Bytes...)
+}
+
+func walk(rep *Report, src *source, o VerifyOptions) error {
+	snap := src.snap
 	name := func(e *entry) string { return snap.Files[e.file].Name }
 	brk := func(kind string, e *entry, format string, args ...any) {
 		rep.Break = &Break{Kind: kind, File: name(e), Line: e.line, Detail: fmt.Sprintf(format, args...)}
@@ -238,28 +274,45 @@ func walk(rep *Report, snap *Snapshot, es []entry, o VerifyOptions) {
 	}
 	var expect int64 // the next seq; 0 before the first chained record
 	prev := ""
-	var last *entry
+	var lastE entry // the last record that held
+	var last Point  // lastE's, made when needed
+	prevFile := -1
 	defer func() {
-		if last != nil {
-			rep.Last = point(last)
+		if lastE.chained {
+			rep.Last = point(&lastE)
 		}
 	}()
-	for i := range es {
-		e := &es[i]
-		if i == 0 || es[i-1].file != e.file {
-			n := snap.Files[e.file].N
-			if gaps[n+1] {
+	for i := 0; ; i++ {
+		src.release(i)
+		e, err := src.at(i)
+		if err != nil {
+			return err
+		}
+		if e == nil {
+			break
+		}
+		ev := *e // e moves when the window does
+		e = &ev
+		next, err := src.at(i + 1) // loading it marks e set aside, if it is
+		if err != nil {
+			return err
+		}
+		*e = src.buf[i-src.base]
+		firstOfFile := e.file != prevFile
+		prevFile = e.file
+		if firstOfFile {
+			if n := snap.Files[e.file].N; gaps[n+1] {
 				brk(BreakMissing, e, "the rotated file %s.%d is missing (rotated files are numbered without gaps)", filepath.Base(snap.Path), n+1)
-				return
+				return nil
 			}
 		}
-		if i == len(es)-1 && !e.newline && snap.Files[e.file].N == 0 {
-			// The Logger writes whole lines; load waited for one in flight.
+		if next == nil && !e.newline && snap.Files[e.file].N == 0 {
+			// The Logger writes whole lines; the source waited for one in flight.
 			brk(BreakTruncated, e, "the last record is cut (%d bytes, no newline): the end of the log was cut off, or the gateway crashed while writing it (its next start sets a torn record aside)", e.n)
-			return
+			return nil
 		}
 		if e.setAside {
-			rep.Repairs = append(rep.Repairs, Repair{File: name(e), Line: e.line, Bytes: e.n, RepairFile: name(&es[i+1]), RepairLine: es[i+1].line})
+			rep.Repairs = append(rep.Repairs, Repair{File: name(e), Line: e.line, Bytes: e.n, RepairFile: name(next), RepairLine: next.line})
 			continue
 		}
 		if !e.chained {
@@ -268,7 +321,7 @@ func walk(rep *Report, snap *Snapshot, es []entry, o VerifyOptions) {
 				continue
 			}
 			brk(BreakEdited, e, "not a chained audit record (after seq %d): a record was edited, or a line inserted", expect-1)
-			return
+			return nil
 		}
 		s := e.link.Seq
 		switch {
@@ -279,30 +332,29 @@ func walk(rep *Report, snap *Snapshot, es []entry, o VerifyOptions) {
 					rep.Pruned = s - 1
 				} else {
 					brk(BreakMissing, e, "the log starts at seq %d: records 1..%d are missing (the oldest rotated file deleted?)", s, s-1)
-					return
+					return nil
 				}
 			} else if e.link.Prev != "" && e.link.Prev != GenesisHash {
 				brk(BreakEdited, e, "the first record (seq 1) does not start the chain (its prev is not %s…)", GenesisHash[:8])
-				return
+				return nil
 			}
 			if !e.ok && (s == 1 || e.link.Prev != "") {
 				brk(BreakEdited, e, "record seq %d does not match its hash: it was edited", s)
-				return
+				return nil
 			}
 		case s == expect:
 			if e.link.Prev != "" && e.link.Prev != prev {
 				brk(BreakEdited, e, "record seq %d does not chain to seq %d (its prev is not that record's hash): a record was edited", s, s-1)
-				return
+				return nil
 			}
 			if !e.ok {
 				brk(BreakEdited, e, "record seq %d does not match its hash: it, or seq %d before it, was edited", s, s-1)
-				return
+				return nil
 			}
 		default:
-			classify(rep, es, i, expect, name)
-			return
+			return classify(rep, src, i, e, firstOfFile, expect, name)
 		}
-		if e.self == ToolHead {
+		if e.self == ToolHead && e.head != nil {
 			h := e.head
 			switch h.Reason {
 			case "ahead":
@@ -312,66 +364,82 @@ func walk(rep *Report, snap *Snapshot, es []entry, o VerifyOptions) {
 			default:
 				brk(BreakHead, e, "at a gateway start the audit head was missing while the log held records up to seq %d: records cut off the end before then cannot be ruled out", h.Seq)
 			}
-			return
+			return nil
 		}
 		if rep.Head != nil && s == rep.Head.Seq && e.link.Hash != rep.Head.Hash {
 			brk(BreakEdited, e, "record seq %d is not the one the audit head saw (hash %.12s…, the head says %.12s…): the log was rewritten", s, e.link.Hash, rep.Head.Hash)
-			return
+			return nil
 		}
 		rep.Records++
-		expect, prev, last = s+1, e.link.Hash, e
+		expect, prev, lastE = s+1, e.link.Hash, *e
+	}
+	if lastE.chained {
+		last = point(&lastE)
 	}
 	if len(snap.Gaps) > 0 {
 		rep.Break = &Break{Kind: BreakMissing, File: fmt.Sprintf("%s.%d", filepath.Base(snap.Path), snap.Gaps[0]), Line: 1, Detail: "this rotated file is missing (rotated files are numbered without gaps)"}
-		return
+		return nil
 	}
-	if h := rep.Head; h != nil && h.Seq > 0 && (last == nil || last.link.Seq < h.Seq) {
+	if h := rep.Head; h != nil && h.Seq > 0 && (last.Seq == 0 || last.Seq < h.Seq) {
 		b := &Break{Kind: BreakTruncated, File: "", Detail: fmt.Sprintf("the log is empty but the audit head (written %s) says seq %d", h.Time.Format(time.RFC3339), h.Seq)}
-		if last != nil {
-			b.File, b.Line = name(last), last.line+1
-			b.Detail = fmt.Sprintf("the log ends at seq %d but the audit head (written %s) says %d: records %d..%d were cut off", last.link.Seq, h.Time.Format(time.RFC3339), h.Seq, last.link.Seq+1, h.Seq)
+		if last.Seq > 0 {
+			b.File, b.Line = last.File, last.Line+1
+			b.Detail = fmt.Sprintf("the log ends at seq %d but the audit head (written %s) says %d: records %d..%d were cut off", last.Seq, h.Time.Format(time.RFC3339), h.Seq, last.Seq+1, h.Seq)
 		}
 		rep.Break = b
 	}
+	return nil
 }
 
-// classify says why es[i] does not have seq expect.
-func classify(rep *Report, es []entry, i int, expect int64, name func(*entry) string) {
-	e := &es[i]
+// maxLookahead bounds how far classify looks for a record out of place.
+const maxLookahead = 1 << 16
+
+// classify says why e, entry i, does not have seq expect.
+func classify(rep *Report, src *source, i int, e *entry, firstOfFile bool, expect int64, name func(*entry) string) error {
 	s := e.link.Seq
 	brk := func(kind string, format string, args ...any) {
 		rep.Break = &Break{Kind: kind, File: name(e), Line: e.line, Detail: fmt.Sprintf(format, args...)}
 	}
-	next := func() *entry {
-		for j := i + 1; j < len(es); j++ {
-			if es[j].chained && !es[j].setAside {
-				return &es[j]
-			}
+	var next *entry
+	for j := i + 1; j < i+maxLookahead; j++ {
+		n, err := src.at(j)
+		if err != nil {
+			return err
 		}
-		return nil
-	}()
+		if n == nil || n.chained && !n.setAside {
+			next = n
+			break
+		}
+	}
 	if next != nil && next.link.Seq == expect+1 {
 		brk(BreakEdited, "record has seq %d where %d was expected, and the next is %d: its seq was edited", s, expect, expect+1)
-		return
+		return nil
 	}
 	if s < expect {
 		brk(BreakReordered, "seq %d comes after seq %d: records are out of order (moved or duplicated)", s, expect-1)
-		return
+		return nil
 	}
-	for j := i + 1; j < len(es); j++ {
-		if es[j].chained && es[j].link.Seq == expect {
-			brk(BreakReordered, "seq %d where %d was expected; seq %d is further on, at %s line %d: records are out of order (swapped or moved)", s, expect, expect, name(&es[j]), es[j].line)
-			return
+	for j := i + 1; j < i+maxLookahead; j++ {
+		n, err := src.at(j)
+		if err != nil {
+			return err
+		}
+		if n == nil {
+			break
+		}
+		if n.chained && n.link.Seq == expect {
+			brk(BreakReordered, "seq %d where %d was expected; seq %d is further on, at %s line %d: records are out of order (swapped or moved)", s, expect, expect, name(n), n.line)
+			return nil
 		}
 	}
-	firstOfFile := i == 0 || es[i-1].file != e.file
 	what := fmt.Sprintf("records %d..%d are", expect, s-1)
 	if s-1 == expect {
 		what = "record " + strconv.FormatInt(expect, 10) + " is"
 	}
 	if firstOfFile {
 		brk(BreakMissing, "%s missing before this file's first record (seq %d): a rotated file, or its first lines, deleted", what, s)
-		return
+		return nil
 	}
 	brk(BreakDeleted, "%s missing before this record (seq %d): deleted", what, s)
+	return nil
 }
