@@ -636,3 +636,31 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+// TestChainRepairAcrossRotation: when the repair record does not fit in
+// the file that holds the torn record, it starts the next file, and the
+// repair is still matched.
+func TestChainRepairAcrossRotation(t *testing.T) {
+	c := newChainLog(t)
+	l := c.open(t, &Options{MaxSizeBytes: 1500})
+	for i := range 4 {
+		l.Log(chainRec(i))
+	}
+	l.Close()
+	if _, err := os.Stat(c.file(1)); err == nil {
+		t.Fatal("rotated already")
+	}
+	f, _ := os.OpenFile(c.path, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"ts":"2026-03-05T00:00:09.000Z","agent":"a","pha` + strings.Repeat("x", 300))
+	f.Close()
+	l = c.open(t, &Options{MaxSizeBytes: 1500})
+	l.Log(chainRec(9))
+	l.Close()
+	rep := c.verify(t, false)
+	if rep.Break != nil || rep.Records != 6 || len(rep.Repairs) != 1 {
+		t.Fatalf("report %+v, break %v", rep, rep.Break)
+	}
+	if r := rep.Repairs[0]; r.File != "audit.jsonl.1" || r.Line != 5 || r.RepairFile != "audit.jsonl" || r.RepairLine != 1 {
+		t.Errorf("repair %+v", r)
+	}
+}
