@@ -425,7 +425,11 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }
 // Log writes rec as one line, its fields cut to their bounds (see
 // MaxArgsBytes). It sets rec.Time to now when zero. An error means the
 // record is not in the log.
+// TypeAudit records are the Logger's own: Log refuses them.
 func (l *Logger) Log(rec Record) error {
+	if rec.Type == TypeAudit {
+		return fmt.Errorf("audit: records of type %q are the audit log's own", TypeAudit)
+	}
 	return l.write(rec, false)
 }
 

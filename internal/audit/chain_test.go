@@ -664,3 +664,14 @@ func TestChainRepairAcrossRotation(t *testing.T) {
 		t.Errorf("repair %+v", r)
 	}
 }
+
+// TestLogRefusesTypeAudit: only the Logger writes the records that verify
+// reads as repairs and head mismatches.
+func TestLogRefusesTypeAudit(t *testing.T) {
+	c := newChainLog(t)
+	l := c.open(t, nil)
+	defer l.Close()
+	if err := l.Log(Record{Agent: "a", Phase: PhaseFinished, Type: TypeAudit, Tool: ToolRepair}); err == nil {
+		t.Error("a TypeAudit record was written")
+	}
+}
