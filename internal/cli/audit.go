@@ -166,6 +166,7 @@ type auditLine struct {
 	rec  audit.Record
 	seq  int64
 	line []byte
+	end  int64 // the offset after it in its file
 }
 
 // auditPrinter prints records as a table (a header first) or JSONL.
@@ -279,6 +280,7 @@ func parseAuditLine(rl audit.RawLine) (auditLine, bool) {
 		l.seq = lk.Seq
 	}
 	l.line = append([]byte(nil), rl.Bytes...)
+	l.end = rl.Offset + int64(len(rl.Bytes)) + 1
 	return l, true
 }
 
@@ -368,11 +370,17 @@ func auditTail(ctx context.Context, path string, f *auditFilter, n int, follow b
 		return err
 	}
 	defer snap.Close()
-	// The newest files first, until n records are found.
+	// The newest files first, until n records are found. -f goes on from
+	// the end of the last whole line read in the current file.
 	var last []auditLine
-	for i := len(snap.Files) - 1; i >= 0 && len(last) < n; i-- {
+	var end int64
+	for i := len(snap.Files) - 1; i >= 0 && (len(last) < n || i == len(snap.Files)-1); i-- {
 		var in []auditLine
+		current := snap.Files[i].N == 0
 		if err := readAudit(snap.Files[i:i+1], f.after, func(l auditLine) {
+			if current {
+				end = l.end
+			}
 			if f.match(&l.rec) {
 				in = append(in, l)
 			}
@@ -392,13 +400,9 @@ func auditTail(ctx context.Context, path string, f *auditFilter, n int, follow b
 	}
 	fl := &follower{path: path}
 	if k := len(snap.Files); k > 0 && snap.Files[k-1].N == 0 {
-		cur := snap.Files[k-1]
-		if f, err := os.Open(cur.Path); err == nil {
-			fl.f = f
-			st, _ := f.Stat()
-			fl.off = st.Size()
-			// Start after the last whole line.
-			fl.off = lastNewline(f, fl.off)
+		// The file just read, even if a rotation has renamed it since.
+		if f, err := snap.Files[k-1].Dup(); err == nil {
+			fl.f, fl.off = f, end
 		}
 	}
 	defer fl.close()
@@ -416,23 +420,6 @@ func auditTail(ctx context.Context, path string, f *auditFilter, n int, follow b
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-// lastNewline returns the offset just after the last newline before size.
-func lastNewline(f *os.File, size int64) int64 {
-	var b [1]byte
-	for off := size; off > 0; off-- {
-		if _, err := f.ReadAt(b[:], off-1); err != nil {
-			return off
-		}
-		if b[0] == '\n' {
-			return off
-		}
-		if size-off > 1<<20 {
-			return off
-		}
-	}
-	return 0
 }
 
 // follower reads the whole lines appended to a log file, across rotation.
