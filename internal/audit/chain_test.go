@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -674,4 +677,74 @@ func TestLogRefusesTypeAudit(t *testing.T) {
 	if err := l.Log(Record{Agent: "a", Phase: PhaseFinished, Type: TypeAudit, Tool: ToolRepair}); err == nil {
 		t.Error("a TypeAudit record was written")
 	}
+}
+
+// BenchmarkRoundTripAB times a stand-in for a tool call's round trip (a
+// started record, a request and its answer over a Unix socket, a finished
+// record) with the plain log and with the chained one (and its head),
+// alternating call by call in one run, and reports each p50 and their
+// ratio: go test -run '^$' -bench RoundTripAB ./internal/audit/
+func BenchmarkRoundTripAB(b *testing.B) {
+	sock := filepath.Join(b.TempDir(), "s")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 64)
+		for {
+			if _, err := io.ReadFull(c, buf); err != nil {
+				return
+			}
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+		}
+	}()
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	plain := newChainLog(b).open(b, nil)
+	plain.plain = true
+	chained := newChainLog(b).open(b, nil)
+	defer plain.Close()
+	defer chained.Close()
+	rec := Record{Agent: "travel", Session: "tui:travel:default", Channel: "tui", Phase: PhaseStarted,
+		Type: TypeCoreTool, Tool: "exec", Args: json.RawMessage(`["ls -la /workspace"]`), Decision: DecisionAllowed, Target: TargetSandbox}
+	done := rec
+	done.Phase, done.DurationMs, done.ExitCode, done.OutputBytes = PhaseFinished, ptr(int64(1)), ptr(0), ptr(int64(345))
+	req, resp := make([]byte, 64), make([]byte, 64)
+	var times [2][]time.Duration
+	for i := 0; b.Loop(); i++ {
+		l := []*Logger{plain, chained}[i%2]
+		t0 := time.Now()
+		if err := l.Log(rec); err != nil {
+			b.Fatal(err)
+		}
+		conn.Write(req)
+		io.ReadFull(conn, resp)
+		if err := l.Log(done); err != nil {
+			b.Fatal(err)
+		}
+		times[i%2] = append(times[i%2], time.Since(t0))
+	}
+	if len(times[1]) == 0 {
+		return
+	}
+	p50 := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2].Nanoseconds())
+	}
+	p, c := p50(times[0]), p50(times[1])
+	b.ReportMetric(p, "plain-p50-ns")
+	b.ReportMetric(c, "chained-p50-ns")
+	b.ReportMetric(c/p, "chained/plain")
 }
