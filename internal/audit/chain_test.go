@@ -258,9 +258,14 @@ func TestChainTampering(t *testing.T) {
 			os.Rename(c.file(3), c.file(2))
 			return "audit.jsonl.1", 1
 		}},
-		{"delete the first line of a rotated file", BreakMissing, func(t *testing.T, c chainLog) (string, int) {
+		{"delete the first line of a rotated file", BreakDeleted, func(t *testing.T, c chainLog) (string, int) {
 			lines := fileLines(t, c.file(1))
 			writeLines(t, c.file(1), lines[1:])
+			return "audit.jsonl.1", 1
+		}},
+		{"cut the end of a rotated file", BreakMissing, func(t *testing.T, c chainLog) (string, int) {
+			lines := fileLines(t, c.file(2))
+			writeLines(t, c.file(2), lines[:len(lines)-2])
 			return "audit.jsonl.1", 1
 		}},
 		{"delete the current file", BreakTruncated, func(t *testing.T, c chainLog) (string, int) {

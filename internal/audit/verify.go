@@ -436,8 +436,15 @@ func classify(rep *Report, src *source, i int, e *entry, firstOfFile bool, expec
 	if s-1 == expect {
 		what = "record " + strconv.FormatInt(expect, 10) + " is"
 	}
+	if firstOfFile && e.link.Prev != "" {
+		// A file's first record (it carries prev): what is missing is
+		// the end of the file before, or whole files.
+		brk(BreakMissing, "%s missing before this file's first record (seq %d): a rotated file deleted, or the end of one cut", what, s)
+		return nil
+	}
 	if firstOfFile {
-		brk(BreakMissing, "%s missing before this file's first record (seq %d): a rotated file, or its first lines, deleted", what, s)
+		// Without prev this was not the file's first record.
+		brk(BreakDeleted, "%s missing at the start of this file (seq %d comes first): its first lines deleted", what, s)
 		return nil
 	}
 	brk(BreakDeleted, "%s missing before this record (seq %d): deleted", what, s)
