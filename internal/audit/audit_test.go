@@ -177,8 +177,10 @@ func readLines(t *testing.T, path string) []string {
 }
 
 func TestRotation(t *testing.T) {
-	// Each line is 150 bytes; 3 fit in 500.
+	// Each line is 150 bytes; 3 fit in 500. (Without the chain, whose
+	// fields make lines of different lengths: see TestChainRotation.)
 	l, path := openTest(t, &Options{MaxSizeBytes: 500, MaxFiles: 2})
+	l.plain = true
 	rec := func(i int) Record {
 		r := Record{Time: time.Unix(0, 0), Agent: "a", Phase: PhaseStarted, Type: TypeCoreTool, Tool: "read"}
 		line, _ := r.appendJSON(nil)

@@ -223,12 +223,15 @@ func TestTornTailOnOpen(t *testing.T) {
 	}
 	data, _ := os.ReadFile(path)
 	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-	if len(lines) != 3 || lines[1] != torn {
-		t.Fatalf("file holds %q; want the whole record, the fragment alone, the new record", data)
+	if len(lines) != 4 || lines[1] != torn {
+		t.Fatalf("file holds %q; want the whole record, the fragment alone, the repair record, the new record", data)
 	}
-	var r Record
-	if err := json.Unmarshal([]byte(lines[2]), &r); err != nil || r.Agent != "b" {
-		t.Errorf("new record %q: %v", lines[2], err)
+	var rep, r Record
+	if err := json.Unmarshal([]byte(lines[2]), &rep); err != nil || rep.Type != TypeAudit || rep.Tool != ToolRepair {
+		t.Errorf("repair record %q: %v", lines[2], err)
+	}
+	if err := json.Unmarshal([]byte(lines[3]), &r); err != nil || r.Agent != "b" {
+		t.Errorf("new record %q: %v", lines[3], err)
 	}
 	if s := logged.String(); !strings.Contains(s, "torn record") || !strings.Contains(s, fmt.Sprintf("offset=%d bytes=%d", len(whole), len(torn))) {
 		t.Errorf("fragment not reported: %q", s)

@@ -161,6 +161,7 @@ $BEIGE_HOME/config.json5 unless -c says otherwise.`,
 		a.doctorCommand(),
 		a.tuiCommand(),
 		a.pluginsCommand(),
+		a.auditCommand(),
 	)
 	return root
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/beige-dev/beige/internal/audit"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -93,6 +94,18 @@ func (a *app) doctor(ctx context.Context, deps doctorDeps, asJSON, online, noEng
 	}
 	o := doctor.Options{Home: h, LookPath: deps.lookPath, DiskFree: deps.diskFree}
 	o.Config, o.ConfigErr = config.Load(path, loadOptions())
+	o.AuditVerify = func(string) (doctor.AuditReport, error) {
+		retention := o.Config != nil && o.Config.Gateway.Audit.MaxFiles > 0
+		rep, err := audit.Verify(h.AuditLog(), &audit.VerifyOptions{HeadPath: h.AuditHead(), Retention: retention})
+		if err != nil {
+			return doctor.AuditReport{}, err
+		}
+		out := doctor.AuditReport{Records: rep.Records, Head: rep.Last.Seq}
+		if rep.Break != nil {
+			out.Broken = rep.Break.String()
+		}
+		return out, nil
+	}
 	if o.ConfigErr != nil {
 		o.Config = nil
 		var list config.ErrorList

@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/beige-dev/beige/internal/audit"
 	"os"
 	"path/filepath"
 	"strings"
@@ -222,12 +224,21 @@ func TestDoctorFindsEachUnsafeSetting(t *testing.T) {
 			}
 		}, []string{"--online"}, doctor.Error, "provider.key-rejected"},
 		{"audit chain broken", func(e *doctorEnv, d *doctorDeps) {
-			os.WriteFile(e.h.AuditLog(), []byte("{}\n"), 0o600)
-			saved := doctor.AuditVerify
-			doctor.AuditVerify = func(dir string) (doctor.AuditReport, error) {
-				return doctor.AuditReport{Records: 3, Broken: "record 2: hash does not chain"}, nil
+			// A real chained log with one byte of its second record edited.
+			l, err := audit.Open(e.h.AuditLog(), &audit.Options{HeadPath: e.h.AuditHead()})
+			if err != nil {
+				t.Fatal(err)
 			}
-			t.Cleanup(func() { doctor.AuditVerify = saved })
+			for _, tool := range []string{"exec", "read", "write"} {
+				if err := l.Log(audit.Record{Agent: "a", Type: audit.TypeCoreTool, Tool: tool, Phase: audit.PhaseFinished, Decision: audit.DecisionAllowed}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l.Close()
+			b, _ := os.ReadFile(e.h.AuditLog())
+			i := bytes.Index(b, []byte(`"read"`))
+			b[i+1] = 'R'
+			os.WriteFile(e.h.AuditLog(), b, 0o600)
 		}, nil, doctor.Error, "audit.chain-broken"},
 		{"disk nearly full", func(e *doctorEnv, d *doctorDeps) {
 			d.diskFree = func(string) (uint64, error) { return 100 << 20, nil }

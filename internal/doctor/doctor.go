@@ -73,11 +73,6 @@ type AuditReport struct {
 	Broken string
 }
 
-// AuditVerify verifies the audit chain of the logs folder dir. The audit
-// package provides it (audit.Verify); until the gateway is built with it,
-// it is nil and the check says it was not made.
-var AuditVerify func(dir string) (AuditReport, error)
-
 // Options are what the checks look at. A nil func skips its check.
 type Options struct {
 	Config *config.Config // loaded and validated; nil when it did not load
@@ -91,7 +86,7 @@ type Options struct {
 	HelperBinary func() (string, error)
 	// LookPath finds a program on $PATH (exec.LookPath), for Node.
 	LookPath func(string) (string, error)
-	// AuditVerify verifies the audit chain (default the package's AuditVerify).
+	// AuditVerify verifies the audit chain of the logs folder (nil: not checked).
 	AuditVerify func(dir string) (AuditReport, error)
 	// DiskFree returns the bytes free for an unprivileged user on path's
 	// filesystem (default statfs).
@@ -119,9 +114,6 @@ const (
 // order within a severity).
 func Run(ctx context.Context, o Options) []Finding {
 	var r report
-	if o.AuditVerify == nil {
-		o.AuditVerify = AuditVerify
-	}
 	if o.DiskFree == nil {
 		o.DiskFree = diskFree
 	}

@@ -188,10 +188,18 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		auditSize = cfg.Gateway.Log.MaxSizeBytes
 	}
 	g.audit, err = audit.Open(g.home.AuditLog(), &audit.Options{MaxSizeBytes: auditSize, MaxFiles: cfg.Gateway.Audit.MaxFiles,
-		Logger: g.log.With("component", "audit"), OnWriteError: home.ReleaseOnFull, Redactor: auditRedactor(red),
-		OnRecord: g.metrics.AuditRecord})
+		Logger: g.log.With("component", "audit"), OnWriteError: home.ReleaseOnFull, Redactor: auditRedactor(red), HeadPath: g.home.AuditHead(),
+		OnRecord: func(seq int64) {
+			g.metrics.AuditRecord()
+			if seq > 0 {
+				g.metrics.AuditHead(seq)
+			}
+		}})
 	if err != nil {
 		return nil, fmt.Errorf("open audit log: %w", err)
+	}
+	if seq := g.audit.Seq(); seq > 0 {
+		g.metrics.AuditHead(seq)
 	}
 	if n := cfg.Gateway.Audit.MaxFiles; n > 0 {
 		g.log.Warn("gateway.audit.maxFiles is set: the oldest audit files are deleted, so a busy agent can push older records out of the audit log", "maxFiles", n)

@@ -96,6 +96,7 @@ func TestMetricsAfterScriptedRun(t *testing.T) {
 			`beige_http_requests_total{route="POST /api/agents/{name}/exec",status="200"}`:   "2",
 			`beige_http_requests_total{route="none",status="401"}`:                           "1",
 			`beige_audit_records_total`: strconv.Itoa(len(recs)),
+			`beige_audit_head_sequence`: strconv.Itoa(len(recs)), // a fresh home: seq 1 … n
 			`beige_sessions_active`:     "1",
 			`beige_prompts_active`:      "0",
 		})

@@ -59,6 +59,9 @@ func (h Home) AuditLog() string { return h.path("logs", "audit.jsonl") }
 // GatewayLog is the gateway's own log, unless gateway.logFile says otherwise.
 func (h Home) GatewayLog() string { return h.path("logs", "gateway.log") }
 
+// AuditHead is the audit chain's head: the newest record's seq and hash.
+func (h Home) AuditHead() string { return h.path("data", "audit-head") }
+
 // DataDir holds provider-health.json and plugin data.
 func (h Home) DataDir() string { return h.path("data") }
 

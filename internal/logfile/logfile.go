@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // Defaults of Options.
@@ -186,9 +187,52 @@ func (l *File) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// StartsFile reports whether a Write of n bytes made now would be the
+// first line of a file: the file is empty, would be rotated first, or must
+// be reopened. It is exact only while no other Write runs (the audit
+// Logger calls it under the lock that orders its writes).
+func (l *File) StartsFile(n int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.f == nil || l.size == 0 || l.size+int64(n) > l.maxSize
+}
+
+// Sync flushes what was written to the current file to disk. The file is
+// synced through a duplicate of its descriptor, outside the lock, so that
+// writers do not wait for the disk.
+func (l *File) Sync() error {
+	l.mu.Lock()
+	if l.f == nil {
+		l.mu.Unlock()
+		return nil
+	}
+	var fd int
+	var derr error
+	rc, err := l.f.SyscallConn()
+	if err == nil {
+		err = rc.Control(func(s uintptr) { fd, derr = syscall.Dup(int(s)) })
+	}
+	l.mu.Unlock()
+	if err == nil {
+		err = derr
+	}
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", l.path, err)
+	}
+	f := os.NewFile(uintptr(fd), l.path)
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", l.path, err)
+	}
+	return nil
+}
+
 // rotate shifts PATH.i to PATH.i+1 (dropping PATH.maxFiles unless all are
-// kept), renames PATH to PATH.1 and opens a fresh PATH. l.mu is held.
+// kept), renames PATH to PATH.1 and opens a fresh PATH. The file is synced
+// before it is closed, so that a file once rotated is on disk (see Sync).
+// l.mu is held.
 func (l *File) rotate() error {
+	_ = l.f.Sync()
 	if err := l.f.Close(); err != nil {
 		l.f = nil
 		return fmt.Errorf("rotate %s: %w", l.path, err)

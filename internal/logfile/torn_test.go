@@ -88,3 +88,36 @@ func TestKeepAll(t *testing.T) {
 		t.Errorf("oldest file holds %q", b)
 	}
 }
+
+// TestStartsFile: StartsFile says whether the next write is a file's first
+// line: an empty file, or one that would be rotated first.
+func TestStartsFile(t *testing.T) {
+	f, path := open(t, &Options{MaxSizeBytes: 100, MaxFiles: -1})
+	if !f.StartsFile(10) {
+		t.Error("empty file: not a first line")
+	}
+	f.Write([]byte(strings.Repeat("x", 59) + "\n"))
+	if f.StartsFile(40) || !f.StartsFile(41) {
+		t.Error("60 bytes written, limit 100: 40 more fit, 41 do not")
+	}
+	f.Write([]byte(strings.Repeat("y", 40) + "\n"))
+	if b, _ := os.ReadFile(path); string(b) != strings.Repeat("y", 40)+"\n" {
+		t.Errorf("the 41-byte line did not start a file: %q", b)
+	}
+}
+
+// TestSync: Sync works on the current file, after a rotation, and after
+// Close.
+func TestSync(t *testing.T) {
+	f, _ := open(t, &Options{MaxSizeBytes: 10, MaxFiles: -1})
+	for range 3 {
+		f.Write([]byte("0123456789\n"))
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	if err := f.Sync(); err != nil {
+		t.Errorf("after Close: %v", err)
+	}
+}

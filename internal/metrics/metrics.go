@@ -407,13 +407,23 @@ func (m *Metrics) AuditRecord() {
 }
 
 // AuditHead sets the sequence number of the audit chain's last record
-// (the chain's data/audit-head).
+// (the chain's data/audit-head). Records are reported as they are written,
+// not under the audit log's lock, so a seq lower than one already set is
+// ignored.
 func (m *Metrics) AuditHead(seq int64) {
 	if m == nil {
 		return
 	}
-	m.auditHead.Set(float64(seq))
-	m.auditHeadSeq.Store(seq)
+	for {
+		old := m.auditHeadSeq.Load()
+		if m.auditHeadSet.Load() && seq <= old {
+			return
+		}
+		if m.auditHeadSeq.CompareAndSwap(old, seq) {
+			break
+		}
+	}
+	m.auditHead.Set(float64(m.auditHeadSeq.Load()))
 	m.auditHeadSet.Store(true)
 }
 
