@@ -1,0 +1,327 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/beige-dev/beige/internal/audit"
+	"github.com/beige-dev/beige/internal/llm/llmtest"
+	"github.com/beige-dev/beige/internal/sandbox/docker/dockertest"
+)
+
+// This file runs the original (TypeScript) Beige's terminal client, as
+// installed from the npm registry by scripts/original-client.sh, in a real
+// terminal (tmux) against a gateway started in this process, whose agent
+// has a real Docker sandbox and a scripted model (llmtest).
+
+// originalClient returns the path of the original client's launcher, or
+// skips the test saying how to install it.
+func originalClient(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the original Beige terminal client against a gateway with a Docker sandbox")
+	}
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed: this test drives the original client in a real terminal with tmux (apt-get install tmux)")
+	}
+	path := os.Getenv("BEIGE_ORIGINAL_CLIENT")
+	if path == "" {
+		dir := os.Getenv("BEIGE_ORIGINAL_DIR")
+		if dir == "" {
+			cache, err := os.UserCacheDir()
+			if err != nil {
+				t.Skipf("the original client is not installed (no cache dir: %v): run scripts/original-client.sh or set BEIGE_ORIGINAL_CLIENT", err)
+			}
+			dir = filepath.Join(cache, "beige-original")
+		}
+		path = filepath.Join(dir, "beige")
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("the original Beige client is not installed at %s: run scripts/original-client.sh (or set BEIGE_ORIGINAL_CLIENT to its launcher)", path)
+	}
+	return path
+}
+
+// recorder is a reverse proxy in front of the gateway that keeps the
+// body of every request the client sends.
+type recorder struct {
+	mu   sync.Mutex
+	reqs []recorded
+	srv  *httptest.Server
+}
+
+type recorded struct {
+	method, path string
+	header       http.Header
+	body, resp   []byte
+}
+
+type teeWriter struct {
+	http.ResponseWriter
+	buf bytes.Buffer
+}
+
+func (w *teeWriter) Write(p []byte) (int, error) { w.buf.Write(p); return w.ResponseWriter.Write(p) }
+func (w *teeWriter) Flush()                      { w.ResponseWriter.(http.Flusher).Flush() }
+
+func newRecorder(t *testing.T, target string) *recorder {
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.FlushInterval = -1
+	r := &recorder{}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.reqs = append(r.reqs, recorded{method: req.Method, path: req.URL.Path, header: req.Header.Clone(), body: body})
+		r.mu.Unlock()
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.Host = u.Host
+		rw := &teeWriter{ResponseWriter: w}
+		rp.ServeHTTP(rw, req)
+		r.mu.Lock()
+		r.reqs[len(r.reqs)-1].resp = rw.buf.Bytes()
+		r.mu.Unlock()
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *recorder) requests(path string) []recorded {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []recorded
+	for _, q := range r.reqs {
+		if path == "" || q.path == path {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// compatTerminal is a tmux session on a server of its own.
+type compatTerminal struct {
+	t      *testing.T
+	socket string
+	raw    string // the file pipe-pane copies the output into
+}
+
+func startCompatTerminal(t *testing.T, env, argv []string) *compatTerminal {
+	t.Helper()
+	tm := &compatTerminal{t: t, socket: "beige-compat-" + dockertest.Suffix(), raw: filepath.Join(t.TempDir(), "terminal.raw")}
+	var quoted []string
+	for _, a := range append(append([]string{"env", "-i"}, env...), argv...) {
+		quoted = append(quoted, "'"+strings.ReplaceAll(a, "'", `'\''`)+"'")
+	}
+	script := strings.Join(quoted, " ") + ` 2>&1; echo "__EXIT:$?"; sleep 3600`
+	tm.tmux("-f", "/dev/null", "new-session", "-d", "-s", "main", "-x", "120", "-y", "50", "sh", "-c", script)
+	tm.tmux("pipe-pane", "-o", "-t", "main", "cat >> '"+tm.raw+"'")
+	t.Cleanup(func() { exec.Command("tmux", "-L", tm.socket, "kill-server").Run() })
+	return tm
+}
+
+func (tm *compatTerminal) tmux(args ...string) string {
+	tm.t.Helper()
+	out, err := exec.Command("tmux", append([]string{"-L", tm.socket}, args...)...).CombinedOutput()
+	if err != nil {
+		tm.t.Fatalf("tmux %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+func (tm *compatTerminal) typeLine(text string) {
+	tm.tmux("send-keys", "-t", "main", "-l", text)
+	time.Sleep(100 * time.Millisecond)
+	tm.tmux("send-keys", "-t", "main", "Enter")
+}
+
+func (tm *compatTerminal) keys(keys ...string) {
+	tm.tmux(append([]string{"send-keys", "-t", "main"}, keys...)...)
+}
+
+func (tm *compatTerminal) screen() string {
+	return tm.tmux("capture-pane", "-p", "-J", "-t", "main", "-S", "-1000")
+}
+
+// waitFor waits until the screen holds every one of want.
+func (tm *compatTerminal) waitFor(timeout time.Duration, want ...string) string {
+	tm.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var s string
+	for time.Now().Before(deadline) {
+		s = tm.screen()
+		ok := true
+		for _, w := range want {
+			if !strings.Contains(s, w) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return s
+		}
+		if strings.Contains(s, "__EXIT:") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	tm.t.Fatalf("the terminal never showed %q; it shows:\n%s", want, s)
+	return ""
+}
+
+// rawOutput is what the client wrote to its terminal, escapes and all:
+// lines the client prints with console.log while its UI runs are drawn
+// over at once, so the screen alone does not keep them.
+func (tm *compatTerminal) rawOutput() string {
+	data, _ := os.ReadFile(tm.raw)
+	return string(data)
+}
+
+// TestOriginalClient runs the original terminal client against our
+// gateway (issue #12): a reply streams and renders; a turn with write,
+// exec and read runs them in our sandbox and renders their results;
+// Shift+Tab changes the thinking level the model is asked for; an LLM
+// error and a 429 fallback show.
+func TestOriginalClient(t *testing.T) {
+	client := originalClient(t)
+	a, b := llmtest.NewAnthropic(t), llmtest.NewAnthropic(t)
+	g := startGatewayWith(t, gatewaySetup{
+		names: []string{"orig"},
+		providers: fmt.Sprintf(`pa: { api: "anthropic-messages", baseUrl: %q, apiKey: "ka" }, pb: { api: "anthropic-messages", baseUrl: %q, apiKey: "kb" }`,
+			a.URL(), b.URL()),
+		model: "{ provider: 'pa', model: 'claude-sonnet-4-5' }",
+		extra: map[string]string{"orig": "fallbackModels: [{ provider: 'pb', model: 'claude-haiku-4-5' }]"},
+	})
+	agent := g.agents[0]
+	rec := newRecorder(t, g.URL())
+	began := time.Now()
+	// The client runs on the gateway's machine with the gateway's home, as
+	// the original's did (it keeps its sessions there); HOME is its own.
+	env := []string{"HOME=" + t.TempDir(), "BEIGE_HOME=" + g.home.Dir, "TERM=xterm-256color", "PATH=/usr/bin:/bin", "LANG=C.UTF-8"}
+	tm := startCompatTerminal(t, env, []string{client, "-g", rec.srv.URL, "tui", agent})
+	tm.waitFor(30*time.Second, "pi v0.", "(pa) claude-sonnet-4-5")
+
+	t.Run("a reply streams and renders", func(t *testing.T) {
+		const answer = "Streaming one two three four five six seven eight nine ten, done."
+		a.Enqueue(llmtest.Text(answer).WithChunk(6).WithDelay(100 * time.Millisecond))
+		tm.typeLine("hello")
+		tm.waitFor(20*time.Second, "Streaming one")
+		if s := tm.screen(); strings.Contains(s, answer) {
+			t.Errorf("the whole answer came at once, nothing streamed:\n%s", s)
+		}
+		tm.waitFor(20*time.Second, answer)
+	})
+
+	t.Run("write, exec and read run in the sandbox", func(t *testing.T) {
+		a.Enqueue(
+			llmtest.ToolCall("write", map[string]any{"path": "notes.txt", "content": "written by the model\n"}),
+			llmtest.ToolCall("exec", map[string]any{"command": "wc -c notes.txt; hostname"}),
+			llmtest.ToolCall("read", map[string]any{"path": "notes.txt"}),
+			llmtest.Text("All three tools ran."),
+		)
+		tm.typeLine("use the tools")
+		s := tm.waitFor(20*time.Second, "All three tools ran.")
+		s = s[strings.Index(s, "use the tools"):]
+		for _, want := range []string{"write notes.txt", `"command": "wc -c notes.txt; hostname"`, "Exit code: 0", "21 notes.txt", "beige-" + agent, "read notes.txt", "written by the model"} {
+			if !strings.Contains(s, want) {
+				t.Errorf("the turn does not show %q:\n%s", want, s)
+			}
+		}
+		if strings.Contains(s, " {}") {
+			t.Errorf("a stray empty tool view:\n%s", s)
+		}
+		if data, err := os.ReadFile(filepath.Join(g.home.Workspace(agent), "notes.txt")); string(data) != "written by the model\n" {
+			t.Errorf("the workspace's notes.txt: %q %v", data, err)
+		}
+		if !strings.Contains(a.Last().AllText(), "written by the model") {
+			t.Errorf("the read result did not reach the model: %s", a.Last().AllText())
+		}
+		recs, err := audit.ReadFile(g.home.AuditLog())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tools []string
+		for _, r := range recs {
+			if r.Phase == audit.PhaseFinished && r.Type == audit.TypeCoreTool {
+				tools = append(tools, r.Tool+" "+r.Model)
+			}
+		}
+		if want := []string{"write pa/claude-sonnet-4-5", "exec pa/claude-sonnet-4-5", "read pa/claude-sonnet-4-5"}; !slices.Equal(tools, want) {
+			t.Errorf("audited %q, want %q", tools, want)
+		}
+	})
+
+	t.Run("shift+tab thinking levels", func(t *testing.T) {
+		tm.keys("BTab")
+		tm.waitFor(10*time.Second, "Thinking level: minimal")
+		tm.keys("BTab")
+		tm.waitFor(10*time.Second, "Thinking level: low")
+		a.Enqueue(llmtest.Thinking("pondering the question", "Thought about it."))
+		tm.typeLine("think")
+		s := tm.waitFor(20*time.Second, "Thought about it.")
+		if !strings.Contains(s, "pondering the question") {
+			t.Errorf("the thinking does not show:\n%s", s)
+		}
+		reqs := rec.requests("/api/chat/stream")
+		var body struct{ Options struct{ Reasoning any } }
+		json.Unmarshal(reqs[len(reqs)-1].body, &body)
+		if body.Options.Reasoning != "low" {
+			t.Errorf("the client asked for reasoning %v, want low", body.Options.Reasoning)
+		}
+		if th, _ := a.Last().Body["thinking"].(map[string]any); th["type"] != "enabled" || th["budget_tokens"] != float64(2048) {
+			t.Errorf("upstream thinking %v, want enabled with low's 2048 tokens", a.Last().Body["thinking"])
+		}
+	})
+
+	t.Run("an LLM error shows", func(t *testing.T) {
+		bad := llmtest.Error(400, `{"type":"error","error":{"type":"invalid_request_error","message":"the canary error message"}}`, nil)
+		a.SetDefault(bad)
+		b.SetDefault(bad)
+		defer a.SetDefault(llmtest.Text("ok"))
+		defer b.SetDefault(llmtest.Text("ok"))
+		tm.typeLine("fail please")
+		s := tm.waitFor(20*time.Second, "Error: all models failed: pa/claude-sonnet-4-5: ")
+		s = s[strings.Index(s, "fail please"):]
+		if !strings.Contains(s, "the canary error message") || strings.Contains(s, "Retrying") {
+			t.Errorf("the error:\n%s", s)
+		}
+	})
+
+	t.Run("a 429 falls back and says so", func(t *testing.T) {
+		a.Enqueue(llmtest.Status(429))
+		b.Enqueue(llmtest.Text("Answer from the fallback."))
+		tm.typeLine("rate limited")
+		tm.waitFor(20*time.Second, "Answer from the fallback.")
+		if raw := tm.rawOutput(); !strings.Contains(raw, "Gateway switched to fallback model: pb/claude-haiku-4-5") {
+			t.Errorf("the client never said it switched model; it wrote:\n%q", raw)
+		}
+	})
+
+	if d := time.Since(began); d > 60*time.Second {
+		t.Errorf("the run took %s, over its 60 s bound", d)
+	}
+	if os.Getenv("BEIGE_COMPAT_CAPTURE") != "" {
+		for i, q := range rec.requests("") {
+			os.WriteFile(filepath.Join(os.Getenv("BEIGE_COMPAT_CAPTURE"), fmt.Sprintf("%02d-%s%s.json", i, q.method, strings.ReplaceAll(q.path, "/", "_"))), q.body, 0o644)
+		}
+	}
+	if t.Failed() {
+		t.Logf("the terminal:\n%s", tm.screen())
+	}
+}
