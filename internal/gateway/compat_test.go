@@ -160,8 +160,8 @@ func (tm *compatTerminal) screen() string {
 }
 
 // waitFor waits until the screen holds every one of want.
-func (tm *compatTerminal) waitFor(timeout time.Duration, want ...string) string {
-	tm.t.Helper()
+func (tm *compatTerminal) waitFor(t *testing.T, timeout time.Duration, want ...string) string {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var s string
 	for time.Now().Before(deadline) {
@@ -181,7 +181,7 @@ func (tm *compatTerminal) waitFor(timeout time.Duration, want ...string) string 
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	tm.t.Fatalf("the terminal never showed %q; it shows:\n%s", want, s)
+	t.Fatalf("the terminal never showed %q; it shows:\n%s", want, s)
 	return ""
 }
 
@@ -215,17 +215,17 @@ func TestOriginalClient(t *testing.T) {
 	// the original's did (it keeps its sessions there); HOME is its own.
 	env := []string{"HOME=" + t.TempDir(), "BEIGE_HOME=" + g.home.Dir, "TERM=xterm-256color", "PATH=/usr/bin:/bin", "LANG=C.UTF-8"}
 	tm := startCompatTerminal(t, env, []string{client, "-g", rec.srv.URL, "tui", agent})
-	tm.waitFor(30*time.Second, "pi v0.", "(pa) claude-sonnet-4-5")
+	tm.waitFor(t, 30*time.Second, "pi v0.", "(pa) claude-sonnet-4-5")
 
 	t.Run("a reply streams and renders", func(t *testing.T) {
 		const answer = "Streaming one two three four five six seven eight nine ten, done."
 		a.Enqueue(llmtest.Text(answer).WithChunk(6).WithDelay(100 * time.Millisecond))
 		tm.typeLine("hello")
-		tm.waitFor(20*time.Second, "Streaming one")
+		tm.waitFor(t, 20*time.Second, "Streaming one")
 		if s := tm.screen(); strings.Contains(s, answer) {
 			t.Errorf("the whole answer came at once, nothing streamed:\n%s", s)
 		}
-		tm.waitFor(20*time.Second, answer)
+		tm.waitFor(t, 20*time.Second, answer)
 	})
 
 	t.Run("write, exec and read run in the sandbox", func(t *testing.T) {
@@ -236,7 +236,7 @@ func TestOriginalClient(t *testing.T) {
 			llmtest.Text("All three tools ran."),
 		)
 		tm.typeLine("use the tools")
-		s := tm.waitFor(20*time.Second, "All three tools ran.")
+		s := tm.waitFor(t, 20*time.Second, "All three tools ran.")
 		s = s[strings.Index(s, "use the tools"):]
 		for _, want := range []string{"write notes.txt", `"command": "wc -c notes.txt; hostname"`, "Exit code: 0", "21 notes.txt", "beige-" + agent, "read notes.txt", "written by the model"} {
 			if !strings.Contains(s, want) {
@@ -269,12 +269,12 @@ func TestOriginalClient(t *testing.T) {
 
 	t.Run("shift+tab thinking levels", func(t *testing.T) {
 		tm.keys("BTab")
-		tm.waitFor(10*time.Second, "Thinking level: minimal")
+		tm.waitFor(t, 10*time.Second, "Thinking level: minimal")
 		tm.keys("BTab")
-		tm.waitFor(10*time.Second, "Thinking level: low")
+		tm.waitFor(t, 10*time.Second, "Thinking level: low")
 		a.Enqueue(llmtest.Thinking("pondering the question", "Thought about it."))
 		tm.typeLine("think")
-		s := tm.waitFor(20*time.Second, "Thought about it.")
+		s := tm.waitFor(t, 20*time.Second, "Thought about it.")
 		if !strings.Contains(s, "pondering the question") {
 			t.Errorf("the thinking does not show:\n%s", s)
 		}
@@ -296,20 +296,69 @@ func TestOriginalClient(t *testing.T) {
 		defer a.SetDefault(llmtest.Text("ok"))
 		defer b.SetDefault(llmtest.Text("ok"))
 		tm.typeLine("fail please")
-		s := tm.waitFor(20*time.Second, "Error: all models failed: pa/claude-sonnet-4-5: ")
+		s := tm.waitFor(t, 20*time.Second, "Error: all models failed: pa/claude-sonnet-4-5: ")
 		s = s[strings.Index(s, "fail please"):]
 		if !strings.Contains(s, "the canary error message") || strings.Contains(s, "Retrying") {
 			t.Errorf("the error:\n%s", s)
 		}
 	})
 
+	t.Run("escape aborts and the gateway cancels the model call", func(t *testing.T) {
+		a.Enqueue(llmtest.Text("Counting slowly: one two three four five").WithChunk(9).HangAfter(6))
+		tm.typeLine("count for me")
+		tm.waitFor(t, 20*time.Second, "Counting slowly:")
+		if !a.WaitInFlight(1, 10*time.Second) {
+			t.Fatal("the model request is not in flight")
+		}
+		tm.keys("Escape")
+		if !a.WaitCancelled(1, 10*time.Second) {
+			t.Error("the provider's request was not cancelled")
+		}
+		tm.waitFor(t, 10*time.Second, "Operation aborted")
+	})
+
 	t.Run("a 429 falls back and says so", func(t *testing.T) {
 		a.Enqueue(llmtest.Status(429))
 		b.Enqueue(llmtest.Text("Answer from the fallback."))
 		tm.typeLine("rate limited")
-		tm.waitFor(20*time.Second, "Answer from the fallback.")
+		tm.waitFor(t, 20*time.Second, "Answer from the fallback.")
 		if raw := tm.rawOutput(); !strings.Contains(raw, "Gateway switched to fallback model: pb/claude-haiku-4-5") {
 			t.Errorf("the client never said it switched model; it wrote:\n%q", raw)
+		}
+	})
+
+	t.Run("ctrl+p switches model and the gateway keeps the pin", func(t *testing.T) {
+		tm.keys("C-p")
+		tm.waitFor(t, 10*time.Second, "(pb) claude-haiku-4-5")
+		b.Enqueue(llmtest.Text("Haiku here."))
+		tm.typeLine("who are you")
+		tm.waitFor(t, 20*time.Second, "Haiku here.")
+		var patched *recorded
+		for _, q := range rec.requests("") {
+			if q.method == http.MethodPatch {
+				patched = &q
+			}
+		}
+		if patched == nil || patched.path != "/api/agents/"+agent+"/sessions/tui:"+agent+":default/model" || !strings.Contains(string(patched.resp), `"provider":"pb"`) {
+			t.Errorf("the model pin: %s %s -> %s", patched.path, patched.body, patched.resp)
+		}
+	})
+
+	t.Run("beige-sessions lists the session", func(t *testing.T) {
+		tm.typeLine("/beige-sessions")
+		tm.waitFor(t, 10*time.Second, "Sessions for agent '"+agent+"'", ".jsonl")
+		// The client keeps its session in the gateway's home (in the
+		// session map, which a gateway reads when it starts, as the
+		// original's did): a restarted gateway lists it.
+		g.restart(t)
+		resp, err := http.Get(g.URL() + "/api/agents/" + agent + "/sessions")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if !strings.Contains(string(body), `"id":"tui:`+agent+`:default"`) {
+			t.Errorf("the gateway's sessions: %s", body)
 		}
 	})
 
