@@ -374,3 +374,142 @@ func TestOriginalClient(t *testing.T) {
 		t.Logf("the terminal:\n%s", tm.screen())
 	}
 }
+
+// originalBody reads a request body the original client sent (captured
+// from a run of TestOriginalClient with BEIGE_COMPAT_CAPTURE set), with the
+// agent's name where it says AGENT.
+func originalBody(t *testing.T, name, agent string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "original-client", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.ReplaceAll(string(data), "AGENT", agent)
+}
+
+// TestOriginalClientRequestBodies replays the request bodies the original
+// terminal client (beige 1.1.0 on pi 0.57) really sent, in the order it
+// sent them, and checks what it needs of each answer. It runs without the
+// client installed.
+func TestOriginalClientRequestBodies(t *testing.T) {
+	a, b := llmtest.NewAnthropic(t), llmtest.NewAnthropic(t)
+	g := startGatewayWith(t, gatewaySetup{
+		names: []string{"replay"},
+		providers: fmt.Sprintf(`pa: { api: "anthropic-messages", baseUrl: %q, apiKey: "ka" }, pb: { api: "anthropic-messages", baseUrl: %q, apiKey: "kb" }`,
+			a.URL(), b.URL()),
+		model: "{ provider: 'pa', model: 'claude-sonnet-4-5' }",
+		extra: map[string]string{"replay": "fallbackModels: [{ provider: 'pb', model: 'claude-haiku-4-5' }]"},
+	})
+	agent := g.agents[0]
+
+	if code, out := g.post(t, "/api/agents/"+agent+"/hooks/session-created", originalBody(t, "hook-session-created.json", agent)); code != 200 || out["ok"] != true {
+		t.Errorf("session-created: %d %v", code, out)
+	}
+
+	// The tools of one turn, in order.
+	for _, tc := range []struct{ file, want string }{
+		{"exec-1-write.json", "Wrote 21 bytes"},
+		{"exec-2-exec.json", "Exit code: 0\n21 notes.txt\nbeige-" + agent},
+		{"exec-3-read.json", "written by the model\n"},
+	} {
+		code, out := g.post(t, "/api/agents/"+agent+"/exec", originalBody(t, tc.file, agent))
+		raw, _ := json.Marshal(out)
+		if code != 200 || out["isError"] != false || !strings.Contains(string(raw), strings.ReplaceAll(tc.want, "\n", `\n`)) {
+			t.Errorf("%s: %d %s, want %q", tc.file, code, raw, tc.want)
+		}
+	}
+
+	for _, tc := range []struct {
+		file     string
+		srv      *llmtest.Server
+		thinking bool
+	}{
+		// After three tool results, reasoning left out (thinking off).
+		{"chat-stream-tool-results.json", a, false},
+		// Shift+Tab to low: options.reasoning "low".
+		{"chat-stream-reasoning-low.json", a, true},
+		// After Ctrl+P to the fallback model: a history with pa's
+		// thinking, an error turn and an aborted turn.
+		{"chat-stream-fallback-model-history.json", b, true},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			body := originalBody(t, tc.file, agent)
+			tc.srv.Enqueue(llmtest.Reply(llmtest.TextBlock("Checking."), llmtest.Call("exec", map[string]string{"command": "ls"})))
+			evs := postPi(t, g, body)
+			final := checkPiStream(t, evs)
+			if final.Type != "done" || final.Message.text() != "Checking." || final.Message.StopReason != "toolUse" {
+				t.Errorf("final %s", final.Raw)
+			}
+			for _, ev := range evs {
+				if strings.HasPrefix(ev.Type, "toolcall_") {
+					var call struct{ ID, Name string }
+					json.Unmarshal(ev.Partial.Content[*ev.ContentIndex], &call)
+					if call.ID == "" || call.Name != "exec" {
+						t.Errorf("%s does not name the call: %s", ev.Type, ev.Raw)
+					}
+				}
+			}
+
+			up := tc.srv.Last()
+			if _, on := up.Body["thinking"]; on != tc.thinking {
+				t.Errorf("upstream thinking %v, want on %v", up.Body["thinking"], tc.thinking)
+			}
+			if got := up.Tools(); !slices.Equal(got, []string{"read", "write", "patch", "exec"}) || strings.Contains(string(up.Raw), `"label"`) {
+				t.Errorf("upstream tools %v", got)
+			}
+			if !strings.Contains(up.System(), "You are an AI agent named \""+agent+"\"") {
+				t.Errorf("upstream system prompt: %.200s", up.System())
+			}
+			// The client's history goes up whole but for its failed
+			// turns (error, aborted), which have no content and which
+			// the provider would refuse, as pi leaves them out.
+			var sent struct {
+				Context struct {
+					Messages []struct {
+						Role, StopReason string
+						Content          json.RawMessage
+					}
+				}
+			}
+			json.Unmarshal([]byte(body), &sent)
+			wantAssistant := 0
+			for _, m := range sent.Context.Messages {
+				if m.Role == "assistant" && m.StopReason != "error" && m.StopReason != "aborted" {
+					wantAssistant++
+				}
+			}
+			gotAssistant := 0
+			for i, m := range up.Messages() {
+				blocks, _ := m["content"].([]any)
+				if text, _ := m["content"].(string); text == "" && len(blocks) == 0 {
+					t.Errorf("upstream message %d has no content: %v", i, m)
+				}
+				if m["role"] == "assistant" {
+					gotAssistant++
+				}
+			}
+			if gotAssistant != wantAssistant {
+				t.Errorf("%d assistant messages upstream, want %d: %s", gotAssistant, wantAssistant, up.Raw)
+			}
+			if tc.srv == b && (strings.Contains(string(up.Raw), `"type":"thinking"`) || !strings.Contains(up.AllText(), "pondering the question")) {
+				t.Errorf("pa's thinking did not go to pb as text, as pi sends another model's: %s", up.Raw)
+			}
+			if !strings.Contains(up.AllText(), "written by the model") || !strings.Contains(up.AllText(), "Exit code: 0") {
+				t.Errorf("the tool results did not go up: %s", up.AllText())
+			}
+		})
+	}
+
+	// Ctrl+P's pin.
+	req, _ := http.NewRequest(http.MethodPatch, g.URL()+"/api/agents/"+agent+"/sessions/"+url.PathEscape("tui:"+agent+":default")+"/model",
+		strings.NewReader(originalBody(t, "patch-session-model.json", agent)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("PATCH model: %d", resp.StatusCode)
+	}
+}
