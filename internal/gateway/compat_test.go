@@ -215,9 +215,24 @@ func TestOriginalClient(t *testing.T) {
 	// the original's did (it keeps its sessions there); HOME is its own.
 	env := []string{"HOME=" + t.TempDir(), "BEIGE_HOME=" + g.home.Dir, "TERM=xterm-256color", "PATH=/usr/bin:/bin", "LANG=C.UTF-8"}
 	tm := startCompatTerminal(t, env, []string{client, "-g", rec.srv.URL, "tui", agent})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the terminal:\n%s", tm.screen())
+		}
+		// BEIGE_COMPAT_CAPTURE=dir keeps the client's request bodies, for
+		// testdata/original-client (replace the agent's name by AGENT).
+		if dir := os.Getenv("BEIGE_COMPAT_CAPTURE"); dir != "" {
+			for i, q := range rec.requests("") {
+				name := fmt.Sprintf("%02d-%s%s.json", i, q.method, strings.ReplaceAll(q.path, "/", "_"))
+				if err := os.WriteFile(filepath.Join(dir, name), q.body, 0o644); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	})
 	tm.waitFor(t, 30*time.Second, "pi v0.", "(pa) claude-sonnet-4-5")
 
-	t.Run("a reply streams and renders", func(t *testing.T) {
+	if !t.Run("a reply streams and renders", func(t *testing.T) {
 		const answer = "Streaming one two three four five six seven eight nine ten, done."
 		a.Enqueue(llmtest.Text(answer).WithChunk(6).WithDelay(100 * time.Millisecond))
 		tm.typeLine("hello")
@@ -226,9 +241,11 @@ func TestOriginalClient(t *testing.T) {
 			t.Errorf("the whole answer came at once, nothing streamed:\n%s", s)
 		}
 		tm.waitFor(t, 20*time.Second, answer)
-	})
+	}) {
+		return // each step builds on the last: stop at the first failure
+	}
 
-	t.Run("write, exec and read run in the sandbox", func(t *testing.T) {
+	if !t.Run("write, exec and read run in the sandbox", func(t *testing.T) {
 		a.Enqueue(
 			llmtest.ToolCall("write", map[string]any{"path": "notes.txt", "content": "written by the model\n"}),
 			llmtest.ToolCall("exec", map[string]any{"command": "wc -c notes.txt; hostname"}),
@@ -265,9 +282,11 @@ func TestOriginalClient(t *testing.T) {
 		if want := []string{"write pa/claude-sonnet-4-5", "exec pa/claude-sonnet-4-5", "read pa/claude-sonnet-4-5"}; !slices.Equal(tools, want) {
 			t.Errorf("audited %q, want %q", tools, want)
 		}
-	})
+	}) {
+		return // each step builds on the last: stop at the first failure
+	}
 
-	t.Run("shift+tab thinking levels", func(t *testing.T) {
+	if !t.Run("shift+tab thinking levels", func(t *testing.T) {
 		tm.keys("BTab")
 		tm.waitFor(t, 10*time.Second, "Thinking level: minimal")
 		tm.keys("BTab")
@@ -287,9 +306,11 @@ func TestOriginalClient(t *testing.T) {
 		if th, _ := a.Last().Body["thinking"].(map[string]any); th["type"] != "enabled" || th["budget_tokens"] != float64(2048) {
 			t.Errorf("upstream thinking %v, want enabled with low's 2048 tokens", a.Last().Body["thinking"])
 		}
-	})
+	}) {
+		return // each step builds on the last: stop at the first failure
+	}
 
-	t.Run("an LLM error shows", func(t *testing.T) {
+	if !t.Run("an LLM error shows", func(t *testing.T) {
 		bad := llmtest.Error(400, `{"type":"error","error":{"type":"invalid_request_error","message":"the canary error message"}}`, nil)
 		a.SetDefault(bad)
 		b.SetDefault(bad)
@@ -301,9 +322,35 @@ func TestOriginalClient(t *testing.T) {
 		if !strings.Contains(s, "the canary error message") || strings.Contains(s, "Retrying") {
 			t.Errorf("the error:\n%s", s)
 		}
-	})
+	}) {
+		return // each step builds on the last: stop at the first failure
+	}
 
-	t.Run("escape aborts and the gateway cancels the model call", func(t *testing.T) {
+	if !t.Run("a context overflow makes the client compact and retry", func(t *testing.T) {
+		over := llmtest.Error(400, `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 213462 tokens > 200000 maximum"}}`, nil)
+		a.Enqueue(over)
+		b.Enqueue(over)
+		a.Enqueue(llmtest.Text("SUMMARY of the talk so far."), llmtest.Text("Answered after compaction."))
+		n := a.Count()
+		tm.typeLine("a long question")
+		s := tm.waitFor(t, 30*time.Second, "Answered after compaction.")
+		if s = s[strings.LastIndex(s, "a long question"):]; !strings.Contains(s, "prompt is too long") || !strings.Contains(s, "[compaction]") {
+			t.Errorf("the overflow and the compaction do not show:\n%s", s)
+		}
+		// The summary was asked for through the gateway, and the retry
+		// carried it.
+		var summarised bool
+		for i := n; i < a.Count(); i++ {
+			summarised = summarised || strings.Contains(a.Request(i).System(), "summarization")
+		}
+		if !summarised || !strings.Contains(a.Last().AllText(), "SUMMARY of the talk so far.") {
+			t.Errorf("no summary request through the gateway, or the retry lacks it: %s", a.Last().AllText())
+		}
+	}) {
+		return // each step builds on the last: stop at the first failure
+	}
+
+	if !t.Run("escape aborts and the gateway cancels the model call", func(t *testing.T) {
 		a.Enqueue(llmtest.Text("Counting slowly: one two three four five").WithChunk(9).HangAfter(6))
 		tm.typeLine("count for me")
 		tm.waitFor(t, 20*time.Second, "Counting slowly:")
@@ -315,9 +362,11 @@ func TestOriginalClient(t *testing.T) {
 			t.Error("the provider's request was not cancelled")
 		}
 		tm.waitFor(t, 10*time.Second, "Operation aborted")
-	})
+	}) {
+		return // each step builds on the last: stop at the first failure
+	}
 
-	t.Run("a 429 falls back and says so", func(t *testing.T) {
+	if !t.Run("a 429 falls back and says so", func(t *testing.T) {
 		a.Enqueue(llmtest.Status(429))
 		b.Enqueue(llmtest.Text("Answer from the fallback."))
 		tm.typeLine("rate limited")
@@ -325,9 +374,11 @@ func TestOriginalClient(t *testing.T) {
 		if raw := tm.rawOutput(); !strings.Contains(raw, "Gateway switched to fallback model: pb/claude-haiku-4-5") {
 			t.Errorf("the client never said it switched model; it wrote:\n%q", raw)
 		}
-	})
+	}) {
+		return // each step builds on the last: stop at the first failure
+	}
 
-	t.Run("ctrl+p switches model and the gateway keeps the pin", func(t *testing.T) {
+	if !t.Run("ctrl+p switches model and the gateway keeps the pin", func(t *testing.T) {
 		tm.keys("C-p")
 		tm.waitFor(t, 10*time.Second, "(pb) claude-haiku-4-5")
 		b.Enqueue(llmtest.Text("Haiku here."))
@@ -342,9 +393,11 @@ func TestOriginalClient(t *testing.T) {
 		if patched == nil || patched.path != "/api/agents/"+agent+"/sessions/tui:"+agent+":default/model" || !strings.Contains(string(patched.resp), `"provider":"pb"`) {
 			t.Errorf("the model pin: %s %s -> %s", patched.path, patched.body, patched.resp)
 		}
-	})
+	}) {
+		return // each step builds on the last: stop at the first failure
+	}
 
-	t.Run("beige-sessions lists the session", func(t *testing.T) {
+	if !t.Run("beige-sessions lists the session", func(t *testing.T) {
 		tm.typeLine("/beige-sessions")
 		tm.waitFor(t, 10*time.Second, "Sessions for agent '"+agent+"'", ".jsonl")
 		// The client keeps its session in the gateway's home (in the
@@ -360,18 +413,12 @@ func TestOriginalClient(t *testing.T) {
 		if !strings.Contains(string(body), `"id":"tui:`+agent+`:default"`) {
 			t.Errorf("the gateway's sessions: %s", body)
 		}
-	})
+	}) {
+		return // each step builds on the last: stop at the first failure
+	}
 
 	if d := time.Since(began); d > 60*time.Second {
 		t.Errorf("the run took %s, over its 60 s bound", d)
-	}
-	if os.Getenv("BEIGE_COMPAT_CAPTURE") != "" {
-		for i, q := range rec.requests("") {
-			os.WriteFile(filepath.Join(os.Getenv("BEIGE_COMPAT_CAPTURE"), fmt.Sprintf("%02d-%s%s.json", i, q.method, strings.ReplaceAll(q.path, "/", "_"))), q.body, 0o644)
-		}
-	}
-	if t.Failed() {
-		t.Logf("the terminal:\n%s", tm.screen())
 	}
 }
 

@@ -384,3 +384,36 @@ func TestPiClientToolCallStartNamesTheCall(t *testing.T) {
 		})
 	}
 }
+
+// TestPiClientErrorNamesTheRequestedModel: when every model fails, the
+// final error names the model the client asked for, not the last fallback
+// tried. pi compacts a session whose call overflowed the context only when
+// the error names the session's model (found with the original client: a
+// session that overflowed stayed stuck, every prompt failing again).
+func TestPiClientErrorNamesTheRequestedModel(t *testing.T) {
+	a, b := llmtest.NewAnthropic(t), llmtest.NewOpenAI(t)
+	g := startGatewayWith(t, gatewaySetup{
+		names: []string{"pierr"},
+		providers: fmt.Sprintf(`pa: { api: "anthropic-messages", baseUrl: %q, apiKey: "ka" }, pb: { api: "openai-completions", baseUrl: %q, apiKey: "kb" }`,
+			a.URL(), b.URL()),
+		model: "{ provider: 'pa', model: 'claude-sonnet-4-5' }",
+		extra: map[string]string{"pierr": "fallbackModels: [{ provider: 'pb', model: 'claude-haiku-4-5' }]"},
+	})
+	over := llmtest.Error(400, `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 213462 tokens > 200000 maximum"}}`, nil)
+	a.SetDefault(over)
+	b.SetDefault(llmtest.Error(400, `{"error":{"message":"This model's maximum context length is 128000 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}`, nil))
+	evs := postPi(t, g, piChatBody(g.agents[0], "false"))
+	final := checkPiStream(t, evs)
+	if final.Type != "error" || !strings.Contains(final.Error.ErrorMessage, "prompt is too long") {
+		t.Fatalf("final %s", final.Raw)
+	}
+	if b.Count() == 0 {
+		t.Fatal("the fallback was not tried")
+	}
+	var api struct{ Error struct{ API string } }
+	json.Unmarshal(final.Raw, &api)
+	if final.Error.Provider != "pa" || final.Error.Model != "claude-sonnet-4-5" || api.Error.API != "anthropic-messages" {
+		t.Errorf("the error names %s/%s (%s), want the requested pa/claude-sonnet-4-5 (anthropic-messages): %s",
+			final.Error.Provider, final.Error.Model, api.Error.API, final.Raw)
+	}
+}
