@@ -213,7 +213,8 @@ func TestOriginalClient(t *testing.T) {
 	began := time.Now()
 	// The client runs on the gateway's machine with the gateway's home, as
 	// the original's did (it keeps its sessions there); HOME is its own.
-	env := []string{"HOME=" + t.TempDir(), "BEIGE_HOME=" + g.home.Dir, "TERM=xterm-256color", "PATH=/usr/bin:/bin", "LANG=C.UTF-8"}
+	env := []string{"HOME=" + t.TempDir(), "BEIGE_HOME=" + g.home.Dir, "TERM=xterm-256color", "PATH=/usr/bin:/bin", "LANG=C.UTF-8",
+		"PI_OFFLINE=1"} // pi would download fd and ripgrep at start
 	tm := startCompatTerminal(t, env, []string{client, "-g", rec.srv.URL, "tui", agent})
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -234,10 +235,9 @@ func TestOriginalClient(t *testing.T) {
 
 	if !t.Run("a reply streams and renders", func(t *testing.T) {
 		const answer = "Streaming one two three four five six seven eight nine ten, done."
-		a.Enqueue(llmtest.Text(answer).WithChunk(6).WithDelay(100 * time.Millisecond))
+		a.Enqueue(llmtest.Text(answer).WithChunk(6).WithDelay(200 * time.Millisecond))
 		tm.typeLine("hello")
-		tm.waitFor(t, 20*time.Second, "Streaming one")
-		if s := tm.screen(); strings.Contains(s, answer) {
+		if s := tm.waitFor(t, 20*time.Second, "Streaming one"); strings.Contains(s, answer) {
 			t.Errorf("the whole answer came at once, nothing streamed:\n%s", s)
 		}
 		tm.waitFor(t, 20*time.Second, answer)
