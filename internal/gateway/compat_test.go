@@ -193,29 +193,25 @@ func (tm *compatTerminal) rawOutput() string {
 	return string(data)
 }
 
-// TestOriginalClient runs the original terminal client against our
-// gateway (issue #12): a reply streams and renders; a turn with write,
-// exec and read runs them in our sandbox and renders their results;
-// Shift+Tab changes the thinking level the model is asked for; an LLM
-// error and a 429 fallback show.
-func TestOriginalClient(t *testing.T) {
-	client := originalClient(t)
-	a, b := llmtest.NewAnthropic(t), llmtest.NewAnthropic(t)
+// startOriginalClient starts a gateway whose agent has models a (pa) and
+// b (pb, the fallback) and plugins, and the original client on it in a
+// terminal, through a recorder, and waits for its UI.
+func startOriginalClient(t *testing.T, client string, a, b *llmtest.Server, plugins string) (*testGateway, *recorder, *compatTerminal) {
+	t.Helper()
 	g := startGatewayWith(t, gatewaySetup{
 		names: []string{"orig"},
 		providers: fmt.Sprintf(`pa: { api: "anthropic-messages", baseUrl: %q, apiKey: "ka" }, pb: { api: "anthropic-messages", baseUrl: %q, apiKey: "kb" }`,
 			a.URL(), b.URL()),
-		model: "{ provider: 'pa', model: 'claude-sonnet-4-5' }",
-		extra: map[string]string{"orig": "fallbackModels: [{ provider: 'pb', model: 'claude-haiku-4-5' }]"},
+		model:   "{ provider: 'pa', model: 'claude-sonnet-4-5' }",
+		extra:   map[string]string{"orig": "fallbackModels: [{ provider: 'pb', model: 'claude-haiku-4-5' }]"},
+		plugins: plugins,
 	})
-	agent := g.agents[0]
 	rec := newRecorder(t, g.URL())
-	began := time.Now()
 	// The client runs on the gateway's machine with the gateway's home, as
 	// the original's did (it keeps its sessions there); HOME is its own.
 	env := []string{"HOME=" + t.TempDir(), "BEIGE_HOME=" + g.home.Dir, "TERM=xterm-256color", "PATH=/usr/bin:/bin", "LANG=C.UTF-8",
 		"PI_OFFLINE=1"} // pi would download fd and ripgrep at start
-	tm := startCompatTerminal(t, env, []string{client, "-g", rec.srv.URL, "tui", agent})
+	tm := startCompatTerminal(t, env, []string{client, "-g", rec.srv.URL, "tui", g.agents[0]})
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the terminal:\n%s", tm.screen())
@@ -232,6 +228,20 @@ func TestOriginalClient(t *testing.T) {
 		}
 	})
 	tm.waitFor(t, 30*time.Second, "pi v0.", "(pa) claude-sonnet-4-5")
+	return g, rec, tm
+}
+
+// TestOriginalClient runs the original terminal client against our
+// gateway (issue #12): a reply streams and renders; a turn with write,
+// exec and read runs them in our sandbox and renders their results;
+// Shift+Tab changes the thinking level the model is asked for; an LLM
+// error and a 429 fallback show.
+func TestOriginalClient(t *testing.T) {
+	client := originalClient(t)
+	began := time.Now()
+	a, b := llmtest.NewAnthropic(t), llmtest.NewAnthropic(t)
+	g, rec, tm := startOriginalClient(t, client, a, b, "")
+	agent := g.agents[0]
 
 	if !t.Run("a reply streams and renders", func(t *testing.T) {
 		const answer = "Streaming one two three four five six seven eight nine ten, done."
@@ -419,6 +429,34 @@ func TestOriginalClient(t *testing.T) {
 
 	if d := time.Since(began); d > 60*time.Second {
 		t.Errorf("the run took %s, over its 60 s bound", d)
+	}
+}
+
+// TestOriginalClientHooks: the gateway's prePrompt and postResponse hooks
+// (the hooktest plugin of hooks_test.go) as the original client shows them:
+// a blocked message says why and calls no model; an answer a hook
+// rewrote (held back until the hook saw it) is what shows.
+func TestOriginalClientHooks(t *testing.T) {
+	client := originalClient(t)
+	a, b := llmtest.NewAnthropic(t), llmtest.NewAnthropic(t)
+	_, _, tm := startOriginalClient(t, client, a, b, "hooktest: {}")
+
+	a.Enqueue(llmtest.Text("The secret word is pelican."))
+	tm.typeLine("what is the colour of the word")
+	s := tm.waitFor(t, 20*time.Second, "The [redacted] word is pelican.")
+	if strings.Contains(s, "secret word") {
+		t.Errorf("the answer before the hook rewrote it shows:\n%s", s)
+	}
+	if !strings.Contains(a.Last().AllText(), "what is the color of the word") {
+		t.Errorf("the prePrompt rewrite did not reach the model: %s", a.Last().AllText())
+	}
+
+	n := a.Count()
+	tm.typeLine("say a forbidden thing")
+	// The client writes the reason over its UI and ends the turn as aborted.
+	tm.waitFor(t, 20*time.Second, "❌ hooktest: no forbidden words", "Operation aborted")
+	if a.Count() != n || b.Count() != 0 {
+		t.Errorf("a blocked message reached a model: %d, %d requests", a.Count()-n, b.Count())
 	}
 }
 
