@@ -314,6 +314,16 @@ func (p *piStream) emit(ev llm.Event) {
 			m.ErrorMessage = "the model call failed"
 			ev.Error = m
 		}
+		if ev.Type == llm.EventError && len(p.cands) > 0 {
+			// The run failed, not one fallback: the error is the
+			// requested model's, as a pi client asked it. pi compacts on
+			// a context overflow only when the error names the model it
+			// called, so naming the last fallback tried left a session
+			// that overflowed stuck.
+			m, c := ev.Error.Clone(), p.cands[0]
+			m.API, m.Provider, m.Model = c.Model.API, candProvider(c), c.Model.ID
+			ev.Error = m
+		}
 		p.out(ev)
 	default:
 		p.begin()

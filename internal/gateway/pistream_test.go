@@ -324,3 +324,96 @@ func TestPiClientExecActiveModelImages(t *testing.T) {
 		}
 	}
 }
+
+// TestPiClientToolCallStartNamesTheCall: the partial of toolcall_start (and
+// of every later event of the call) holds the call's id and name, as pi's
+// own providers send it. pi's terminal keys a tool's view by the call's id:
+// a first partial with an empty id drew a stray "{}" tool view above the
+// real one (found with the original client).
+func TestPiClientToolCallStartNamesTheCall(t *testing.T) {
+	a, o := llmtest.NewAnthropic(t), llmtest.NewOpenAI(t)
+	g := startGatewayWith(t, gatewaySetup{
+		names: []string{"pitc"},
+		providers: fmt.Sprintf(`pa: { api: "anthropic-messages", baseUrl: %q, apiKey: "ka" }, po: { api: "openai-completions", baseUrl: %q, apiKey: "ko" }`,
+			a.URL(), o.URL()),
+		model: "{ provider: 'pa', model: 'claude-sonnet-4-5' }",
+		extra: map[string]string{"pitc": "fallbackModels: [{ provider: 'po', model: 'gpt-4.1' }]"},
+	})
+	agent := g.agents[0]
+	for _, tc := range []struct {
+		name, provider, model string
+		srv                   *llmtest.Server
+	}{
+		{"anthropic", "pa", "claude-sonnet-4-5", a},
+		{"openai", "po", "gpt-4.1", o},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.srv.Enqueue(llmtest.Reply(llmtest.TextBlock("Writing it."), llmtest.Call("write", map[string]string{"path": "a.txt", "content": "hi"})).WithChunk(3))
+			body := strings.Replace(piChatBody(agent, "false"), `"provider": "pa", "modelId": "claude-sonnet-4-5"`,
+				fmt.Sprintf(`"provider": %q, "modelId": %q`, tc.provider, tc.model), 1)
+			evs := postPi(t, g, body)
+			final := checkPiStream(t, evs)
+			if final.Type != "done" {
+				t.Fatalf("final %s", final.Raw)
+			}
+			var id string
+			seen := 0
+			for _, ev := range evs {
+				if !strings.HasPrefix(ev.Type, "toolcall_") {
+					continue
+				}
+				seen++
+				var call struct{ Type, ID, Name string }
+				json.Unmarshal(ev.Partial.Content[*ev.ContentIndex], &call)
+				if call.Type != "toolCall" || call.ID == "" || call.Name != "write" {
+					t.Errorf("%s: the partial's call has id %q and name %q: %s", ev.Type, call.ID, call.Name, ev.Raw)
+				}
+				if id == "" {
+					id = call.ID
+				}
+				if call.ID != id {
+					t.Errorf("%s: the call's id changed from %q to %q", ev.Type, id, call.ID)
+				}
+				if ev.Type == "toolcall_start" && strings.Contains(string(ev.Raw), `"toolCall":{`) {
+					t.Errorf("toolcall_start carries toolCall, which pi's does not: %s", ev.Raw)
+				}
+			}
+			if seen < 3 {
+				t.Errorf("%d toolcall events: %s", seen, types(evs))
+			}
+		})
+	}
+}
+
+// TestPiClientErrorNamesTheRequestedModel: when every model fails, the
+// final error names the model the client asked for, not the last fallback
+// tried. pi compacts a session whose call overflowed the context only when
+// the error names the session's model (found with the original client: a
+// session that overflowed stayed stuck, every prompt failing again).
+func TestPiClientErrorNamesTheRequestedModel(t *testing.T) {
+	a, b := llmtest.NewAnthropic(t), llmtest.NewOpenAI(t)
+	g := startGatewayWith(t, gatewaySetup{
+		names: []string{"pierr"},
+		providers: fmt.Sprintf(`pa: { api: "anthropic-messages", baseUrl: %q, apiKey: "ka" }, pb: { api: "openai-completions", baseUrl: %q, apiKey: "kb" }`,
+			a.URL(), b.URL()),
+		model: "{ provider: 'pa', model: 'claude-sonnet-4-5' }",
+		extra: map[string]string{"pierr": "fallbackModels: [{ provider: 'pb', model: 'claude-haiku-4-5' }]"},
+	})
+	over := llmtest.Error(400, `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 213462 tokens > 200000 maximum"}}`, nil)
+	a.SetDefault(over)
+	b.SetDefault(llmtest.Error(400, `{"error":{"message":"This model's maximum context length is 128000 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}`, nil))
+	evs := postPi(t, g, piChatBody(g.agents[0], "false"))
+	final := checkPiStream(t, evs)
+	if final.Type != "error" || !strings.Contains(final.Error.ErrorMessage, "prompt is too long") {
+		t.Fatalf("final %s", final.Raw)
+	}
+	if b.Count() == 0 {
+		t.Fatal("the fallback was not tried")
+	}
+	var api struct{ Error struct{ API string } }
+	json.Unmarshal(final.Raw, &api)
+	if final.Error.Provider != "pa" || final.Error.Model != "claude-sonnet-4-5" || api.Error.API != "anthropic-messages" {
+		t.Errorf("the error names %s/%s (%s), want the requested pa/claude-sonnet-4-5 (anthropic-messages): %s",
+			final.Error.Provider, final.Error.Model, api.Error.API, final.Raw)
+	}
+}

@@ -123,9 +123,18 @@ func (b *Builder) SetThinkingSignature(i int, sig string) {
 	}
 }
 
-// BeginToolCall opens a tool call block.
+// BeginToolCall opens a tool call block. Its toolcall_start event carries
+// the call's id and name (in ToolCall), so that the partial message a pi
+// client gets names the call from its first event: pi keys the tool's
+// view by the call's id.
 func (b *Builder) BeginToolCall(id, name string) int {
-	return b.begin(Content{Type: ContentToolCall, ID: id, Name: name, Arguments: emptyObject}, EventToolCallStart)
+	c := Content{Type: ContentToolCall, ID: id, Name: name, Arguments: emptyObject}
+	b.Start()
+	b.msg.Content = append(b.msg.Content, c)
+	b.blocks = append(b.blocks, blockState{open: true})
+	i := len(b.msg.Content) - 1
+	b.emit(Event{Type: EventToolCallStart, ContentIndex: i, ToolCall: &c})
+	return i
 }
 
 // SetToolCallID sets the id of tool call i (OpenAI may send it late).

@@ -58,7 +58,9 @@ type Event struct {
 	Delta string
 	// Content is the whole text of the block, on text_end and thinking_end.
 	Content string
-	// ToolCall is the finished call, on toolcall_end.
+	// ToolCall is the finished call, on toolcall_end. On toolcall_start
+	// it names the call (id and name, no arguments yet) for an
+	// [Accumulator]; it is not written to the wire there, as in pi.
 	ToolCall *Content
 	// Reason is the stop reason of done and error, or why a message was blocked.
 	Reason string
@@ -99,6 +101,9 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	j := eventJSON{
 		Type: e.Type, ToolCall: e.ToolCall, Message: e.Message, Error: e.Error,
 		Partial: e.Partial, Provider: e.Provider, ModelID: e.ModelID,
+	}
+	if e.Type == EventToolCallStart {
+		j.ToolCall = nil // pi's toolcall_start has only the partial
 	}
 	if e.Type.hasIndex() {
 		j.ContentIndex = &e.ContentIndex
@@ -178,7 +183,11 @@ func (a *Accumulator) Apply(e Event) {
 		a.set(e.ContentIndex, Content{Type: ContentThinking})
 		delete(a.text, e.ContentIndex)
 	case EventToolCallStart:
-		a.set(e.ContentIndex, Content{Type: ContentToolCall, Arguments: emptyObject})
+		c := Content{Type: ContentToolCall, Arguments: emptyObject}
+		if e.ToolCall != nil {
+			c.ID, c.Name = e.ToolCall.ID, e.ToolCall.Name
+		}
+		a.set(e.ContentIndex, c)
 		delete(a.args, e.ContentIndex)
 	case EventTextDelta, EventThinkingDelta, EventToolCallDelta:
 		a.appendDelta(e.ContentIndex, e.Type, e.Delta)
