@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -101,6 +102,7 @@ type Manager struct {
 	mu       sync.Mutex
 	sessions map[string]*session // by agent + "\x00" + key
 	index    map[string]mapEntry // session-map.json, by session key
+	saved    map[string]mapEntry // the map as this process last read or wrote it (see mergeDiskLocked)
 }
 
 // SessionMapFile is the name of the session map in the sessions folder.
@@ -131,7 +133,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	}
 	return &Manager{
 		dir: dir, agents: cfg.Agents, hooks: cfg.Hooks, log: log,
-		sessions: map[string]*session{}, index: index,
+		sessions: map[string]*session{}, index: index, saved: maps.Clone(index),
 	}, nil
 }
 
@@ -352,6 +354,12 @@ func (m *Manager) end(s *session, conv *conversation) {
 func (m *Manager) load(ctx context.Context, s *session) (*conversation, error) {
 	m.mu.Lock()
 	e, ok := m.index[s.key]
+	if !ok {
+		// Another writer of the map (the original Beige's terminal client)
+		// may have made the session since.
+		m.mergeDiskLocked()
+		e, ok = m.index[s.key]
+	}
 	m.mu.Unlock()
 	log := m.log.With("agent", s.agent, "session", s.key)
 	if ok && e.AgentName == s.agent && e.SessionFile != "" {
@@ -382,7 +390,7 @@ func (m *Manager) create(ctx context.Context, agent, key string) (*conversation,
 	m.mu.Lock()
 	old, had := m.index[key]
 	m.index[key] = mapEntry{AgentName: agent, SessionFile: conv.path, CreatedAt: isoTime(conv.createdAt)}
-	err = saveSessionMap(filepath.Join(m.dir, SessionMapFile), m.index)
+	err = m.saveIndexLocked()
 	if err != nil {
 		if had {
 			m.index[key] = old
@@ -462,6 +470,7 @@ func (m *Manager) Sessions(ctx context.Context, agent string) ([]proto.SessionIn
 		return nil, err
 	}
 	m.mu.Lock()
+	m.mergeDiskLocked()
 	var out []proto.SessionInfo
 	for key, e := range m.index {
 		if e.AgentName == agent {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -182,6 +183,54 @@ func setAsideSessionFile(path string, cause error, log *slog.Logger) {
 	log.Warn("session file cannot be resumed; set aside, starting a new session", "file", path, "keptAs", bad, "err", cause)
 }
 
+// saveIndexLocked writes m.index to session-map.json, first taking in what
+// another writer put there since this process last read or wrote the file
+// (see mergeDiskLocked), so that its entries are not lost. m.mu is held.
+func (m *Manager) saveIndexLocked() error {
+	m.mergeDiskLocked()
+	if err := saveSessionMap(filepath.Join(m.dir, SessionMapFile), m.index); err != nil {
+		return err
+	}
+	m.saved = maps.Clone(m.index)
+	return nil
+}
+
+// mergeDiskLocked takes in the entries another writer of session-map.json
+// (the original Beige's terminal client keeps the same file and writes it
+// whole) made or changed since this process last read or wrote it: a key
+// this process does not know, and a key it has not changed itself since.
+// Where both changed a key, this process's entry wins. A file that cannot
+// be read now is left to the repair at the next start. m.mu is held.
+func (m *Manager) mergeDiskLocked() {
+	disk, err := loadSessionMap(filepath.Join(m.dir, SessionMapFile))
+	if err != nil {
+		return
+	}
+	for key, d := range disk {
+		if checkKey(key) != nil || d.AgentName == "" || d.SessionFile == "" {
+			continue
+		}
+		ours, have := m.index[key]
+		prev, known := m.saved[key]
+		switch {
+		case !have && !known:
+		case have && known && sameEntry(ours, prev) && !sameEntry(d, prev):
+		default:
+			continue
+		}
+		m.index[key] = d
+		if m.saved == nil {
+			m.saved = map[string]mapEntry{}
+		}
+		m.saved[key] = d
+	}
+}
+
+func sameEntry(a, b mapEntry) bool {
+	return a.AgentName == b.AgentName && a.SessionFile == b.SessionFile && a.CreatedAt == b.CreatedAt &&
+		bytes.Equal(a.Metadata, b.Metadata)
+}
+
 // maxModelName bounds each half of an imported activeModel.
 const maxModelName = 256
 
@@ -214,7 +263,7 @@ func (m *Manager) TakeActiveModels(take func(sessionKey, agent, model string) er
 		m.log.Info("pinned model taken over from the original session map", "session", key, "agent", e.AgentName, "model", model)
 	}
 	if changed {
-		if err := saveSessionMap(filepath.Join(m.dir, SessionMapFile), m.index); err != nil {
+		if err := m.saveIndexLocked(); err != nil {
 			errs = append(errs, fmt.Errorf("save session map: %w", err))
 		}
 	}

@@ -156,3 +156,58 @@ func FuzzSalvageSessionMap(f *testing.F) {
 		}
 	})
 }
+
+// The original Beige's terminal client keeps the same session-map.json and
+// writes it whole. A session it made while the gateway runs is not lost at
+// the gateway's next write, the gateway lists and resumes it, and an entry
+// it changed that the gateway did not is taken as it is.
+func TestSessionMapKeepsAnotherWritersEntries(t *testing.T) {
+	e := newEnv(t, wireAnthropic)
+	e.promptKey("telegram:1", "first chat says apple")
+	mp := filepath.Join(e.dir, SessionMapFile)
+
+	// The other writer: a session of its own, in the agent's folder.
+	other := newEnv(t, wireAnthropic)
+	other.promptKey("tui:"+testAgent+":default", "the client's chat says plum")
+	other.m.Close()
+	otherMap, err := loadSessionMap(filepath.Join(other.dir, SessionMapFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tuiEntry := otherMap["tui:"+testAgent+":default"]
+	onDisk, err := loadSessionMap(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDisk["tui:"+testAgent+":default"] = tuiEntry
+	if err := saveSessionMap(mp, onDisk); err != nil {
+		t.Fatal(err)
+	}
+
+	// The gateway's next write (a new session) keeps the client's entry.
+	e.promptKey("telegram:2", "second chat says pear")
+	after, err := loadSessionMap(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"telegram:1", "telegram:2", "tui:" + testAgent + ":default"} {
+		if _, ok := after[key]; !ok {
+			t.Errorf("session map lost %q: %v", key, after)
+		}
+	}
+	// Listed, and resumed with its history.
+	infos, err := e.m.Sessions(context.Background(), testAgent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := false
+	for _, in := range infos {
+		listed = listed || in.ID == "tui:"+testAgent+":default"
+	}
+	if !listed {
+		t.Errorf("the client's session is not listed: %+v", infos)
+	}
+	if all := e.promptKey("tui:"+testAgent+":default", "and now?"); !strings.Contains(all, "plum") {
+		t.Errorf("the client's session was not resumed: %q", all)
+	}
+}
