@@ -50,7 +50,7 @@ func (a Attempt) Describe() string {
 	isAPI := errors.As(a.Err, &ae)
 	switch {
 	case a.Skipped:
-		return "skipped, rate-limit cooldown for " + round(a.Cooldown)
+		return "skipped, cooling down for " + round(a.Cooldown)
 	case a.TimedOut:
 		var te *TimeoutError
 		if errors.As(a.Err, &te) {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -387,4 +388,19 @@ func FuzzSalvageHealth(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A pi-based client (the original Beige's terminal client) retries an error
+// whose text looks transient: overloaded, rate limit, 429, 5xx, ... A model
+// skipped for its cooldown is not worth a retry seconds later (the cooldown
+// lasts minutes), so its description must not look like one.
+func TestSkippedDoesNotLookRetryable(t *testing.T) {
+	retryable := regexp.MustCompile(`(?i)overloaded|rate.?limit|too many requests|429|5\d\d|service.?unavailable|server error`)
+	d := Attempt{Skipped: true, Cooldown: 2 * time.Minute}.Describe()
+	if retryable.MatchString(d) {
+		t.Errorf("a skipped model is described as %q, which a pi client retries", d)
+	}
+	if !strings.Contains(d, "2m0s") {
+		t.Errorf("%q does not say how long the cooldown lasts", d)
+	}
 }

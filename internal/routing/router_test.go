@@ -193,7 +193,7 @@ func TestFallbackRules(t *testing.T) {
 			attempts: "A B",
 			errHas: []string{
 				"prov-A/A: rate limited (429), retry after 2m0s; prov-B/B: rate limited (429), retry after 5m0s; ",
-				"prov-A/A: skipped, rate-limit cooldown for 2m0s; prov-B/B: skipped, rate-limit cooldown for 5m0s",
+				"prov-A/A: skipped, cooling down for 2m0s; prov-B/B: skipped, cooling down for 5m0s",
 			},
 			fallbacks: "A>B:fallback_rate_limit", events: "B",
 		},
@@ -213,7 +213,7 @@ func TestFallbackRules(t *testing.T) {
 			name: "everything cooling down", models: []string{"A", "B"},
 			cooling:  []string{"prov-A/A", "prov-B/B"},
 			attempts: "",
-			errHas:   []string{"all models failed: prov-A/A: skipped, rate-limit cooldown for 1m0s; prov-B/B: skipped"},
+			errHas:   []string{"all models failed: prov-A/A: skipped, cooling down for 1m0s; prov-B/B: skipped"},
 		},
 		{
 			name: "three models, mixed", models: []string{"A", "B", "C"},
