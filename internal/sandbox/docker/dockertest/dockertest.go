@@ -282,3 +282,38 @@ func NewRuntime(t testing.TB, opts docker.Options) *docker.Runtime {
 	t.Cleanup(func() { rt.Close() })
 	return rt
 }
+
+// Network creates a bridge network of the test's own (beige-test-net-<random>,
+// removed when the test ends) and returns its name, for Spec.Network, and
+// the host's address on it. Tests use it where they need containers on a
+// bridge: the engine's default bridge (docker0) may not exist on a shared
+// machine, and other tests' containers are on it.
+func Network(t testing.TB) (name, hostAddr string) {
+	t.Helper()
+	c := RequireDocker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	name = "beige-test-net-" + Suffix()
+	res, err := c.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "bridge", Labels: map[string]string{"dev.beige.test": name}})
+	if err != nil {
+		t.Fatalf("create test network %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := c.NetworkRemove(ctx, res.ID, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+			t.Errorf("remove test network %s: %v", name, err)
+		}
+	})
+	n, err := c.NetworkInspect(ctx, res.ID, client.NetworkInspectOptions{})
+	if err != nil {
+		t.Fatalf("inspect test network %s: %v", name, err)
+	}
+	for _, cfg := range n.Network.IPAM.Config {
+		if cfg.Gateway.IsValid() && cfg.Gateway.Is4() {
+			return name, cfg.Gateway.String()
+		}
+	}
+	t.Fatalf("test network %s has no IPv4 gateway: %+v", name, n.Network.IPAM.Config)
+	return "", ""
+}
