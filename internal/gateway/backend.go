@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -9,15 +10,33 @@ import (
 	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/httpapi"
+	"github.com/beige-dev/beige/internal/pipeline"
+	"github.com/beige-dev/beige/internal/plugin"
 	"github.com/beige-dev/beige/internal/policy"
 	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/redact"
 	"github.com/beige-dev/beige/internal/tools"
 )
 
 var _ httpapi.Backend = (*Gateway)(nil)
 
-func newRunner(a *audit.Logger, p *policy.Engine, log *slog.Logger) *tools.Runner {
-	return tools.NewRunner(a, p.Check, log.With("component", "tools"))
+// newPipeline assembles the one tool pipeline every call takes — the
+// model's, POST /api/agents/:name/exec and the sockets' (see
+// internal/pipeline): policy, audit, the plugins' tool hooks, and the
+// redaction of configured secrets in every result.
+func newPipeline(a *audit.Logger, p *policy.Engine, hooks *plugin.Host, red *redact.Redactor, log *slog.Logger) *pipeline.Pipeline {
+	opts := pipeline.Options{
+		Audit:  a,
+		Policy: p,
+		Hooks:  hooks,
+		// Metrics: the seam for internal/metrics (every call with its
+		// decision, outcome and duration).
+		Logger: log.With("component", "tools"),
+	}
+	if red != nil {
+		opts.Redact = red.String
+	}
+	return pipeline.New(opts)
 }
 
 // Health implements httpapi.Backend.
@@ -164,5 +183,9 @@ func (g *Gateway) Exec(ctx context.Context, agent string, req proto.ExecRequest)
 		ExecTimeout: tools.HTTPExecTimeout,
 		NoImages:    noImages,
 	})
+	var nr *pipeline.NotRunError
+	if errors.As(err, &nr) {
+		return proto.ToolResult{}, proto.Errorf(http.StatusServiceUnavailable, "%s", err)
+	}
 	return res, g.stopError(err)
 }
