@@ -7,17 +7,20 @@
 // pipeline is assembled once, by the gateway, with [New]: decorators around
 // the tool, outermost first,
 //
-//	redact -> metrics -> policy -> (approval, later) -> audit -> preToolExec/postToolExec hooks -> the tool
+//	redact -> metrics -> policy -> (approval, later) -> audit -> hooks -> the tool
+//
+// The steps:
 //
 //   - redact: configured secrets in what goes back to the caller (result
 //     blocks, stdout, stderr, error text) become "[redacted:<config path>]".
 //     The audit log redacts its own records (audit.Options.Redactor).
-//   - metrics: a seam (Options.Metrics) that sees every call with its
-//     decision, outcome and duration; nil means none.
+//   - metrics: a seam (Options.Metrics, see [Observe]) that sees every call
+//     with its decision, outcome and duration; nil means none.
 //   - policy: deny by default (policy.Engine). A denial is ONE finished
 //     record, decision "denied", exit code 1 and the spec's text ("Permission
 //     denied: tool 'git' not allowed for agent 'travel'"); policy has no side
-//     effects, so it comes before the started record.
+//     effects, so it comes before the started record. An approval step
+//     ("ask" rules) belongs right after it.
 //   - audit: a started record — if it cannot be written the call is refused
 //     with [NotRunError], the same text on every entry — then after the call
 //     a finished record (duration, exit code, output size, error). A
@@ -111,6 +114,21 @@ func (f ToolFunc) Run(ctx context.Context, c *Call) (Result, error) { return f(c
 
 // Decorator wraps a Tool in one step of the pipeline.
 type Decorator func(next Tool) Tool
+
+// Observe returns a Decorator for Options.Metrics that calls f after every
+// call — denied ones and those refused for the audit log included — with
+// what it gave (Result.Decision says allowed or denied; err a call that
+// could not be carried out) and how long it took.
+func Observe(f func(c *Call, res Result, err error, d time.Duration)) Decorator {
+	return func(next Tool) Tool {
+		return ToolFunc(func(ctx context.Context, c *Call) (Result, error) {
+			start := time.Now()
+			res, err := next.Run(ctx, c)
+			f(c, res, err, time.Since(start))
+			return res, err
+		})
+	}
+}
 
 // Policy decides whether an agent may call a tool: *policy.Engine. A non-nil
 // error denies; a *policy.DeniedError's text is what the caller sees.

@@ -215,15 +215,11 @@ func TestPipelineRedactAndMetrics(t *testing.T) {
 	type seen struct{ tool, decision string }
 	var mu sync.Mutex
 	var calls []seen
-	metrics := func(next Tool) Tool {
-		return ToolFunc(func(ctx context.Context, c *Call) (Result, error) {
-			res, err := next.Run(ctx, c)
-			mu.Lock()
-			calls = append(calls, seen{c.Tool, res.Decision})
-			mu.Unlock()
-			return res, err
-		})
-	}
+	metrics := Observe(func(c *Call, res Result, err error, d time.Duration) {
+		mu.Lock()
+		calls = append(calls, seen{c.Tool, res.Decision})
+		mu.Unlock()
+	})
 	red := func(s string) string { return strings.ReplaceAll(s, "s3cret", "[redacted:k]") }
 	e := newEnv(t, Options{Redact: red, Metrics: metrics})
 	e.result = Result{
