@@ -414,3 +414,38 @@ func TestPipelineRedactsPluginResults(t *testing.T) {
 func toolsInvocation(agent string, sb sandbox.Sandbox) tools.Invocation {
 	return tools.Invocation{Agent: agent, Sandbox: sb, Call: &tools.ExecCall{Command: "echo hi"}}
 }
+
+// TestPipelineAuditDown (issue #11): when the started record cannot be
+// written, every entry refuses the call with the same message, and nothing
+// runs.
+func TestPipelineAuditDown(t *testing.T) {
+	g := startPipeGateway(t)
+	g.audit.Close()
+	notRun := func(tool string) string {
+		return fmt.Sprintf("beige: tool '%s' was not run: the audit log cannot be written", tool)
+	}
+	if text := g.viaModel(t, "echo hi"); !strings.Contains(text, notRun("exec")) || strings.Contains(text, "ran: echo hi") {
+		t.Errorf("the model got %q", text)
+	}
+	body := `{"tool":"exec","params":{"command":"echo hi"}}`
+	code, out := g.post(t, "/api/agents/"+g.agent+"/exec", body)
+	if code != http.StatusServiceUnavailable || out["error"] != notRun("exec") {
+		t.Errorf("/exec: %d %v", code, out)
+	}
+	if code, text := g.viaSocket(t, "pipetest", "hi"); code != 1 || text != notRun("pipetest")+"\n" {
+		t.Errorf("socket: %d %q", code, text)
+	}
+}
+
+// post sends body to path and decodes the JSON answer.
+func (g *pipeGateway) post(t *testing.T, path, body string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Post(g.URL()+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
