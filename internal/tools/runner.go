@@ -235,16 +235,6 @@ func (l *pathLocks) lock(ctx context.Context, sb sandbox.Sandbox, path string) (
 	}
 }
 
-func ptr[T any](v T) *T { return &v }
-
-// clip cuts s to at most n bytes, on a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return string(trimPartialRune([]byte(s[:n]))) + "…"
-}
-
 // trimPartialRune drops an incomplete UTF-8 sequence from the end of b, as
 // left by cutting valid text at a byte count.
 func trimPartialRune(b []byte) []byte {
