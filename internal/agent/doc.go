@@ -9,8 +9,8 @@
 //
 //   - [Model] streams one model reply (the gateway's implementation falls
 //     back across an agent's models; [ProviderModel] calls one provider);
-//   - [Tools] lists the tools and runs one call ([CoreTools] runs the four
-//     core tools in the agent's sandbox).
+//   - [Tools] lists the tools and runs one call (the gateway's runs the four
+//     core tools in the agent's sandbox through its tool pipeline).
 //
 // [Loop] runs one prompt: model, tools, model… until the model stops.
 // [Manager] owns the sessions of every agent: one prompt at a time per

@@ -15,6 +15,7 @@ import (
 	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/llm/llmtest"
 	_ "github.com/beige-dev/beige/internal/llm/providers"
+	"github.com/beige-dev/beige/internal/pipeline"
 	"github.com/beige-dev/beige/internal/sandbox"
 	"github.com/beige-dev/beige/internal/tools"
 )
@@ -146,10 +147,11 @@ func newEnv(t *testing.T, w wireKind) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { al.Close() })
-	e.runner = tools.NewRunner(al, nil, e.logger)
+	allowAll := pipeline.PolicyFunc(func(string, string) error { return nil })
+	e.runner = tools.NewRunner(pipeline.New(pipeline.Options{Audit: al, Policy: allowAll, Logger: e.logger}), e.logger)
 	e.setup = AgentSetup{
 		Model: ProviderModel{Provider: p, Model: e.model},
-		Tools: CoreTools(e.runner, func(context.Context) (sandbox.Sandbox, error) { return e.sb, nil }, testAgent),
+		Tools: testCoreTools(e.runner, func(context.Context) (sandbox.Sandbox, error) { return e.sb, nil }, testAgent),
 	}
 	e.m = e.newManager()
 	return e
@@ -285,4 +287,50 @@ func roles(msgs []llm.Message) string {
 		rs = append(rs, m.Role())
 	}
 	return strings.Join(rs, " ")
+}
+
+// testCoreTools are the core tools over runner, as the gateway gives them to
+// the loop (the gateway's own adapter lives in internal/gateway, which this
+// package must not import).
+func testCoreTools(runner *tools.Runner, sandboxFn func(ctx context.Context) (sandbox.Sandbox, error), agentName string) Tools {
+	var defs []llm.Tool
+	for _, d := range tools.Definitions() {
+		defs = append(defs, llm.Tool{Name: d.Name, Description: d.Description, Parameters: d.Parameters})
+	}
+	return &testTools{runner: runner, sandbox: sandboxFn, agent: agentName, defs: defs}
+}
+
+type testTools struct {
+	runner  *tools.Runner
+	sandbox func(ctx context.Context) (sandbox.Sandbox, error)
+	agent   string
+	defs    []llm.Tool
+}
+
+func (t *testTools) Definitions() []llm.Tool { return t.defs }
+
+func (t *testTools) Run(ctx context.Context, call ToolCall) ToolOutcome {
+	if call.InvalidArguments != "" {
+		return InvalidJSONOutcome(call.Name, call.InvalidArguments)
+	}
+	c, err := tools.Decode(call.Name, call.Arguments)
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "unknown tool") {
+			return UnknownToolOutcome(call.Name, t.defs)
+		}
+		return ErrorOutcome("invalid arguments for %s: %v", call.Name, err)
+	}
+	sb, err := t.sandbox(ctx)
+	if err != nil {
+		return ErrorOutcome("%s not run: the sandbox is not available: %v", call.Name, err)
+	}
+	res, err := t.runner.Run(ctx, tools.Invocation{Agent: t.agent, Sandbox: sb, Call: c, Session: call.Session,
+		Model: call.Model, ExecTimeout: tools.ModelExecTimeout, NoImages: !call.Images})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ErrorOutcome("%s aborted: %v", call.Name, context.Cause(ctx))
+		}
+		return ErrorOutcome("%s failed: %v", call.Name, err)
+	}
+	return FromToolResult(res)
 }

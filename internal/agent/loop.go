@@ -289,9 +289,9 @@ func (r *run) runTool(ctx context.Context, tc llm.Content, model string) error {
 	var out ToolOutcome
 	switch {
 	case tc.InvalidArguments != "":
-		out = invalidJSONOutcome(tc.Name, tc.InvalidArguments)
+		out = InvalidJSONOutcome(tc.Name, tc.InvalidArguments)
 	case !r.known[tc.Name]:
-		out = unknownToolOutcome(tc.Name, r.defs)
+		out = UnknownToolOutcome(tc.Name, r.defs)
 	default:
 		out = r.callTool(ctx, tc, model)
 	}

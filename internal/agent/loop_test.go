@@ -237,7 +237,7 @@ func TestHugeToolOutputCapped(t *testing.T) {
 	}
 	// The core tools cap exec output themselves.
 	e.configure(func(s *AgentSetup) {
-		s.Tools = CoreTools(e.runner, func(context.Context) (sandbox.Sandbox, error) { return e.sb, nil }, testAgent)
+		s.Tools = testCoreTools(e.runner, func(context.Context) (sandbox.Sandbox, error) { return e.sb, nil }, testAgent)
 	})
 	e.sb.execFn = func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 		out := []byte(strings.Repeat("x", 1<<20))

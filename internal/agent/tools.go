@@ -3,19 +3,16 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/proto"
-	"github.com/beige-dev/beige/internal/sandbox"
-	"github.com/beige-dev/beige/internal/tools"
 )
 
 // Tools are the tools a model may call. The gateway implements it with the
-// core tools in the agent's sandbox (see CoreTools); a terminal client
+// core tools in the agent's sandbox (through its tool pipeline); a terminal client
 // implements it over the gateway's /api/agents/:name/exec.
 type Tools interface {
 	// Definitions lists the tools, for the model.
@@ -127,11 +124,11 @@ func ToolCallSummary(name string, args json.RawMessage) string {
 	str := func(k string) string { s, _ := a[k].(string); return s }
 	var detail string
 	switch name {
-	case tools.ToolExec:
+	case "exec":
 		detail = str("command")
-	case tools.ToolRead, tools.ToolPatch:
+	case "read", "patch":
 		detail = str("path")
-	case tools.ToolWrite:
+	case "write":
 		detail = fmt.Sprintf("%s (%d bytes)", str("path"), len(str("content")))
 	default:
 		detail = string(args)
@@ -141,73 +138,6 @@ func ToolCallSummary(name string, args json.RawMessage) string {
 		return name
 	}
 	return name + ": " + clipText(detail, 200)
-}
-
-// CoreTools returns the four core tools (read, write, patch, exec) of one
-// agent: each call is decoded strictly (bad arguments become an error
-// result "invalid arguments for exec: …"), then run by runner — which
-// checks policy and writes the audit log — in the sandbox that sandboxFn
-// returns (called for each call, so that a restarted sandbox is picked up).
-// Exec gets tools.ModelExecTimeout unless the call says otherwise.
-func CoreTools(runner *tools.Runner, sandboxFn func(ctx context.Context) (sandbox.Sandbox, error), agentName string) Tools {
-	defs := tools.Definitions()
-	out := make([]llm.Tool, len(defs))
-	for i, d := range defs {
-		out[i] = llm.Tool{Name: d.Name, Description: d.Description, Parameters: d.Parameters}
-	}
-	return &coreTools{runner: runner, sandbox: sandboxFn, agent: agentName, defs: out}
-}
-
-var _ Tools = (*coreTools)(nil)
-
-type coreTools struct {
-	runner  *tools.Runner
-	sandbox func(ctx context.Context) (sandbox.Sandbox, error)
-	agent   string
-	defs    []llm.Tool
-}
-
-func (t *coreTools) Definitions() []llm.Tool {
-	out := make([]llm.Tool, len(t.defs))
-	for i, d := range t.defs {
-		d.Parameters = append(json.RawMessage(nil), d.Parameters...)
-		out[i] = d
-	}
-	return out
-}
-
-func (t *coreTools) Run(ctx context.Context, call ToolCall) ToolOutcome {
-	if call.InvalidArguments != "" {
-		return invalidJSONOutcome(call.Name, call.InvalidArguments)
-	}
-	c, err := tools.Decode(call.Name, call.Arguments)
-	if err != nil {
-		var de *tools.DecodeError
-		if errors.As(err, &de) && strings.HasPrefix(de.Msg, "unknown tool") {
-			return unknownToolOutcome(call.Name, t.defs)
-		}
-		return ErrorOutcome("invalid arguments for %s: %v", call.Name, err)
-	}
-	sb, err := t.sandbox(ctx)
-	if err != nil {
-		return ErrorOutcome("%s not run: the sandbox is not available: %v", call.Name, err)
-	}
-	res, err := t.runner.Run(ctx, tools.Invocation{
-		Agent:       t.agent,
-		Sandbox:     sb,
-		Call:        c,
-		Session:     call.Session,
-		Model:       call.Model,
-		ExecTimeout: tools.ModelExecTimeout,
-		NoImages:    !call.Images,
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return ErrorOutcome("%s aborted: %v", call.Name, context.Cause(ctx))
-		}
-		return ErrorOutcome("%s failed: %v", call.Name, err)
-	}
-	return FromToolResult(res)
 }
 
 // FromToolResult converts a core tool's result (as POST
@@ -225,15 +155,16 @@ func FromToolResult(r proto.ToolResult) ToolOutcome {
 	return o
 }
 
-// invalidJSONOutcome answers a call whose arguments were not a JSON object.
-func invalidJSONOutcome(name, raw string) ToolOutcome {
+// InvalidJSONOutcome answers a call whose arguments were not a JSON object.
+func InvalidJSONOutcome(name, raw string) ToolOutcome {
 	return ErrorOutcome("invalid arguments for %s: not a JSON object: %s\n"+
 		"Call the tool again with its arguments as one complete JSON object that follows its schema.",
 		name, clipText(raw, 300))
 }
 
-// unknownToolOutcome answers a call of a tool that does not exist.
-func unknownToolOutcome(name string, defs []llm.Tool) ToolOutcome {
+// UnknownToolOutcome answers a call of a tool that does not exist; defs
+// are the tools that do.
+func UnknownToolOutcome(name string, defs []llm.Tool) ToolOutcome {
 	if len(defs) == 0 {
 		return ErrorOutcome("unknown tool %q: no tools are available here.", clipText(name, 64))
 	}

@@ -56,6 +56,16 @@ var rules = []rule{
 		why:    "the agent loop runs in the gateway and in the terminal client alike",
 	},
 	{
+		pkgs:   []string{"internal/agent/..."},
+		forbid: []string{"internal/tools/...", "internal/sandbox/...", "internal/pipeline/..."},
+		why:    "the agent loop sees tools through its Tools interface (the terminal client implements it too); the core tools and their pipeline are the gateway's",
+	},
+	{
+		pkgs:   []string{"internal/pipeline/..."},
+		forbid: []string{"internal/tools/...", "internal/plugin/...", "internal/sandbox/...", "internal/gateway/...", "internal/agent/..."},
+		why:    "the tool pipeline wraps any tool: core and plugin tools depend on it, not it on them",
+	},
+	{
 		pkgs:   []string{"internal/proto", "internal/sandbox/helper", "internal/toolclient"},
 		forbid: []string{module + "/..."},
 		allow:  []string{"internal/proto"},

@@ -35,7 +35,7 @@ type agentRuntime struct {
 
 func newAgentRuntime(g *Gateway, name string, cfg *config.Agent) *agentRuntime {
 	a := &agentRuntime{g: g, name: name, cfg: cfg}
-	a.tools = agent.CoreTools(g.runner, a.ensure, name)
+	a.tools = newCoreTools(g.runner, a.ensure, name)
 	return a
 }
 

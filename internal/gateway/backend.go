@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"errors"
+	"github.com/beige-dev/beige/internal/metrics"
 	"log/slog"
 	"net/http"
 	"time"
@@ -9,15 +11,52 @@ import (
 	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/httpapi"
+	"github.com/beige-dev/beige/internal/pipeline"
+	"github.com/beige-dev/beige/internal/plugin"
 	"github.com/beige-dev/beige/internal/policy"
 	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/redact"
 	"github.com/beige-dev/beige/internal/tools"
 )
 
 var _ httpapi.Backend = (*Gateway)(nil)
 
-func newRunner(a *audit.Logger, p *policy.Engine, log *slog.Logger) *tools.Runner {
-	return tools.NewRunner(a, p.Check, log.With("component", "tools"))
+// newPipeline assembles the one tool pipeline every call takes — the
+// model's, POST /api/agents/:name/exec and the sockets' (see
+// internal/pipeline): policy, audit, the plugins' tool hooks, and the
+// redaction of configured secrets in every result.
+func newPipeline(a *audit.Logger, p *policy.Engine, hooks *plugin.Host, red *redact.Redactor, m *metrics.Metrics, log *slog.Logger) *pipeline.Pipeline {
+	opts := pipeline.Options{
+		Audit:   a,
+		Policy:  p,
+		Hooks:   hooks,
+		Metrics: pipeline.Observe(toolCallMetrics(m)),
+		Logger:  log.With("component", "tools"),
+	}
+	if red != nil {
+		opts.Redact = red.String
+	}
+	return pipeline.New(opts)
+}
+
+// toolCallMetrics counts every call of the pipeline in
+// beige_tool_calls_total and its duration histogram: the policy's (or a
+// hook's) decision, and the outcome — denied, canceled (the caller went
+// away or the gateway stopped), error (a tool's failure, or a call that
+// could not be carried out) or ok.
+func toolCallMetrics(m *metrics.Metrics) func(c *pipeline.Call, res pipeline.Result, err error, d time.Duration) {
+	return func(c *pipeline.Call, res pipeline.Result, err error, d time.Duration) {
+		decision, outcome := metrics.DecisionAllow, metrics.OutcomeOK
+		switch {
+		case res.Denied():
+			decision, outcome = metrics.DecisionDeny, metrics.OutcomeDenied
+		case err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+			outcome = metrics.OutcomeCanceled
+		case err != nil || res.IsError || res.ExitCode != 0 || res.Err != nil:
+			outcome = metrics.OutcomeError
+		}
+		m.ToolCall(c.Agent, c.Tool, decision, outcome, d)
+	}
 }
 
 // Health implements httpapi.Backend.
@@ -164,5 +203,9 @@ func (g *Gateway) Exec(ctx context.Context, agent string, req proto.ExecRequest)
 		ExecTimeout: tools.HTTPExecTimeout,
 		NoImages:    noImages,
 	})
+	var nr *pipeline.NotRunError
+	if errors.As(err, &nr) {
+		return proto.ToolResult{}, proto.Errorf(http.StatusServiceUnavailable, "%s", err)
+	}
 	return res, g.stopError(err)
 }

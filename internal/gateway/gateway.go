@@ -30,6 +30,7 @@ import (
 	"github.com/beige-dev/beige/internal/httpapi"
 	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/metrics"
+	"github.com/beige-dev/beige/internal/pipeline"
 	"github.com/beige-dev/beige/internal/plugin"
 	_ "github.com/beige-dev/beige/internal/plugin/builtin" // the built-in plugins
 	"github.com/beige-dev/beige/internal/policy"
@@ -89,7 +90,8 @@ type Gateway struct {
 	runtime sandbox.Runtime
 	audit   *audit.Logger
 	policy  *policy.Engine
-	runner  *tools.Runner
+	pipe    *pipeline.Pipeline // the one path of every tool call
+	runner  *tools.Runner      // the core tools, run through pipe
 	agents  map[string]*agentRuntime
 
 	catalogue *llm.Catalogue
@@ -204,28 +206,25 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	if n := cfg.Gateway.Audit.MaxFiles; n > 0 {
 		g.log.Warn("gateway.audit.maxFiles is set: the oldest audit files are deleted, so a busy agent can push older records out of the audit log", "maxFiles", n)
 	}
-	tools := map[string][]string{}
+	// The one policy engine of this config (a reload starts a new gateway,
+	// and so builds a new one).
+	allowed := map[string][]string{}
 	for name, a := range cfg.Agents {
-		tools[name] = a.Tools
+		allowed[name] = a.Tools
 	}
-	g.policy = policy.New(tools)
-	g.runner = newRunner(g.audit, g.policy, g.log)
-	if red != nil {
-		g.runner.SetRedact(red.String)
-	}
-	g.runner.SetCallTokens(g.callToken)
+	g.policy = policy.New(allowed)
 	g.catalogue = newCatalogue(cfg)
 	if err := g.openLLM(); err != nil {
 		return nil, err
 	}
-	popts := &plugin.Options{Home: g.home, Audit: g.audit, Freeze: g.freeze, Logger: g.log.With("component", "plugins")}
-	if red != nil {
-		popts.Redact = red.String // plugin tool results, as core tools' (SetRedact above)
-	}
-	g.plugins, err = plugin.NewHost(cfg, popts)
+	g.plugins, err = plugin.NewHost(cfg, &plugin.Options{Home: g.home, Audit: g.audit, Policy: g.policy, Freeze: g.freeze, Logger: g.log.With("component", "plugins")})
 	if err != nil {
 		return nil, fmt.Errorf("load plugins: %w", err)
 	}
+	g.pipe = newPipeline(g.audit, g.policy, g.plugins, red, g.metrics, g.log)
+	g.plugins.SetPipeline(g.pipe)
+	g.runner = tools.NewRunner(g.pipe, g.log.With("component", "tools"))
+	g.runner.SetCallTokens(g.callToken)
 
 	if g.opts.Runtime == nil {
 		if g.opts.HelperBinary == "" {

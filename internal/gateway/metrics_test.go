@@ -1,10 +1,15 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"github.com/beige-dev/beige/internal/metrics"
+	"github.com/beige-dev/beige/internal/pipeline"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -96,6 +101,9 @@ func TestMetricsAfterScriptedRun(t *testing.T) {
 			`beige_http_requests_total{route="POST /api/agents/{name}/exec",status="200"}`:   "2",
 			`beige_http_requests_total{route="none",status="401"}`:                           "1",
 			`beige_audit_records_total`: strconv.Itoa(len(recs)),
+			// the model's exec and the two through the API: one pipeline
+			`beige_tool_calls_total{agent="` + a + `",decision="allow",outcome="ok",tool="exec"}`: "3",
+			`beige_tool_call_duration_seconds_count{agent="` + a + `",tool="exec"}`:               "3",
 			`beige_audit_head_sequence`: strconv.Itoa(len(recs)), // a fresh home: seq 1 … n
 			`beige_sessions_active`:     "1",
 			`beige_prompts_active`:      "0",
@@ -160,5 +168,27 @@ func TestMetricsSurviveRestart(t *testing.T) {
 	metricstest.Expect(t, text, map[string]string{
 		`beige_http_requests_total{route="POST /api/agents/{name}/exec",status="200"}`: "3",
 		`beige_http_requests_total{route="POST /api/gateway/restart",status="202"}`:    "1",
+	})
+}
+
+// Each way a pipeline call can end is counted with its decision and
+// outcome.
+func TestToolCallMetricsOutcomes(t *testing.T) {
+	m := metrics.New()
+	m.SetBounds([]string{"a"}, []string{"exec", "git"}, nil, nil)
+	f := toolCallMetrics(m)
+	c := &pipeline.Call{Agent: "a", Tool: "exec"}
+	f(c, pipeline.Result{Decision: audit.DecisionAllowed}, nil, time.Millisecond)
+	f(c, pipeline.Result{Decision: audit.DecisionAllowed, IsError: true}, nil, time.Millisecond)
+	f(c, pipeline.Result{Decision: audit.DecisionAllowed}, errors.New("sandbox down"), time.Millisecond)
+	f(c, pipeline.Result{Decision: audit.DecisionAllowed}, fmt.Errorf("exec: %w", context.Canceled), time.Millisecond)
+	f(&pipeline.Call{Agent: "a", Tool: "git"}, pipeline.Result{Decision: audit.DecisionDenied, ExitCode: 1}, nil, time.Millisecond)
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	metricstest.Expect(t, rec.Body.String(), map[string]string{
+		`beige_tool_calls_total{agent="a",decision="allow",outcome="ok",tool="exec"}`:       "1",
+		`beige_tool_calls_total{agent="a",decision="allow",outcome="error",tool="exec"}`:    "2",
+		`beige_tool_calls_total{agent="a",decision="allow",outcome="canceled",tool="exec"}`: "1",
+		`beige_tool_calls_total{agent="a",decision="deny",outcome="denied",tool="git"}`:     "1",
 	})
 }

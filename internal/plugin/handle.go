@@ -9,125 +9,119 @@ import (
 	"time"
 
 	"github.com/beige-dev/beige/internal/audit"
-	"github.com/beige-dev/beige/internal/policy"
+	"github.com/beige-dev/beige/internal/pipeline"
 	"github.com/beige-dev/beige/internal/proto"
 )
 
-// maxAuditError bounds the error text written to the audit log.
-const maxAuditError = 1024
-
 // Handle runs one tool call from agent's socket; it has the signature of
-// toolbridge.Handler. The steps:
-//
-//  1. policy (deny by default: the tool must be in agents.<a>.tools). A
-//     denial is answered with the spec's text, "Permission denied: tool 'git'
-//     not allowed for agent 'travel'", exit code 1, and is ONE finished
-//     audit record with decision "denied". The policy check has no side
-//     effects, so it comes before the started record;
-//  2. the started audit record; if it cannot be written the call is refused;
-//  3. the tool's lookup (unknown: exit 127) and its working folder
-//     (req.Cwd, resolved inside the agent's workspace);
-//  4. the preToolExec hooks, in config order; one that fails denies the
-//     call (finished record with decision "denied" and the reason);
-//  5. the handler;
-//  6. the postToolExec hooks (their errors are logged);
-//  7. the finished audit record: duration, exit code, output size, error.
-//
-// agent is the socket's agent: any agent name in req is ignored.
+// toolbridge.Handler. It builds the pipeline.Call (agent is the socket's
+// agent: any agent name in req is ignored) and runs the plugin tool through
+// the Host's pipeline (SetPipeline: the gateway's one pipeline), which
+// checks policy, writes the audit records and runs the preToolExec and
+// postToolExec hooks — see internal/pipeline. A denial is answered with its
+// text on stderr and exit code 1 ("Permission denied: tool 'git' not allowed
+// for agent 'travel'"); a call whose started record cannot be written is
+// refused with exit code 1. The tool itself then looks up the handler
+// (unknown: exit 127) and resolves the working folder (req.Cwd, inside the
+// agent's workspace) before running it.
 func (h *Host) Handle(ctx context.Context, agent string, req proto.ToolRequest) proto.ToolResponse {
-	start := h.now()
 	sc := proto.SessionContext{}
 	if req.SessionContext != nil {
 		sc = *req.SessionContext
 	}
-	sc.AgentName = agent
 	args := req.Args
 	if args == nil {
 		args = []string{}
 	}
-	rec := audit.Record{
+	call := pipeline.Call{
 		Agent:   agent,
-		Session: sc.SessionKey,
-		Channel: sc.Channel,
-		Type:    audit.TypeTool,
+		Session: sc,
 		Tool:    req.Tool,
-		Args:    audit.StringArgs(args),
+		Type:    audit.TypeTool,
 		Target:  audit.TargetGateway,
+		Args:    slices.Clone(args),
+		Cwd:     req.Cwd,
 		// The session is the one the toolbridge attributed by call token;
 		// one it could not attribute is marked.
 		Unattributed: req.Unattributed,
 	}
-	ai := h.agents[agent]
-
-	// 1. Policy.
-	if ai == nil || h.policy.Check(agent, req.Tool) != nil {
-		denied := &policy.DeniedError{Agent: agent, Tool: req.Tool}
-		return h.deny(rec, start, denied.Error())
-	}
-
-	// 2. Started record.
-	rec.Phase, rec.Decision = audit.PhaseStarted, audit.DecisionAllowed
-	if err := h.opts.Audit.Log(rec); err != nil {
-		h.log.Error("audit log write failed; tool call refused", "agent", agent, "tool", req.Tool, "err", err)
-		return proto.ErrorResponse(1, fmt.Sprintf("beige: tool '%s' was not run: the audit log cannot be written", req.Tool))
-	}
-	finish := func(res Result, err error, decision string) proto.ToolResponse {
-		return h.finish(rec, start, res, err, decision)
-	}
-
-	// 3. Tool and folder.
-	rt := h.tools[req.Tool]
-	if rt == nil || slices.Contains(coreTools, req.Tool) {
-		return finish(Result{ExitCode: proto.ExitUnknownTool},
-			fmt.Errorf("beige: no tool '%s' on the gateway", req.Tool), audit.DecisionAllowed)
-	}
-	dir, root, err := ResolveDir(ai.workspace, req.Cwd)
+	res, err := h.pipeline().Run(ctx, call, pluginTool{h: h})
 	if err != nil {
-		return finish(Result{ExitCode: 1}, fmt.Errorf("beige: %s: %w", req.Tool, err), audit.DecisionAllowed)
-	}
-
-	// 4. preToolExec hooks.
-	pre := &PreToolExecEvent{Agent: agent, Tool: req.Tool, Args: slices.Clone(args), Cwd: req.Cwd, Session: sc}
-	if err := runAll(ctx, h.hooks.preToolExec, pre); err != nil {
-		reason := err.Error()
-		var he *HookError
-		if errors.As(err, &he) {
-			reason = he.Err.Error()
+		var nr *pipeline.NotRunError
+		if errors.As(err, &nr) {
+			return proto.ErrorResponse(1, err.Error())
 		}
-		denied := &policy.DeniedError{Agent: agent, Tool: req.Tool, Reason: reason}
-		h.log.Info("tool call denied by a hook", "agent", agent, "tool", req.Tool, "err", err)
-		return finish(Result{ExitCode: 1}, denied, audit.DecisionDenied)
+		return proto.ErrorResponse(1, fmt.Sprintf("beige: tool '%s' was not run: %v", req.Tool, err))
 	}
+	return Response(res)
+}
 
-	// 5. The handler.
+// Response is the socket's answer for what the pipeline gave a plugin tool
+// call: stdout, stderr (with the error text) and the exit code.
+func Response(res pipeline.Result) proto.ToolResponse {
+	return proto.ToolResponse{
+		Type:     proto.ToolResponseType,
+		Output:   res.Output,
+		Error:    res.Stderr,
+		ExitCode: res.ExitCode,
+		Success:  res.Err == nil && res.ExitCode == 0 && !res.Denied(),
+	}
+}
+
+// pluginTool is a plugin tool as the pipeline runs it.
+type pluginTool struct{ h *Host }
+
+func (t pluginTool) Run(ctx context.Context, c *pipeline.Call) (pipeline.Result, error) {
+	h := t.h
+	ai := h.agents[c.Agent]
+	if ai == nil { // policy lets no unknown agent through; a Host's own pipeline may not be its policy
+		return result(Result{ExitCode: 1}, fmt.Errorf("beige: no agent '%s' on the gateway", c.Agent)), nil
+	}
+	rt := h.tools[c.Tool]
+	if rt == nil || slices.Contains(coreTools, c.Tool) {
+		return result(Result{ExitCode: proto.ExitUnknownTool}, fmt.Errorf("beige: no tool '%s' on the gateway", c.Tool)), nil
+	}
+	dir, root, err := ResolveDir(ai.workspace, c.Cwd)
+	if err != nil {
+		return result(Result{ExitCode: 1}, fmt.Errorf("beige: %s: %w", c.Tool, err)), nil
+	}
 	call := &Call{
-		Agent:     agent,
-		Tool:      req.Tool,
-		Args:      slices.Clone(args),
+		Agent:     c.Agent,
+		Tool:      c.Tool,
+		Args:      slices.Clone(c.Args),
 		Workspace: root,
 		Dir:       dir,
 		Config:    MergeConfig(rt.plugin.manifest.DefaultConfig, h.pluginConfig(rt.plugin.name), ai.cfg.PluginConfigs[rt.plugin.name]),
-		Session:   sc,
+		Session:   c.Session,
 	}
 	if h.opts.Freeze != nil {
+		agent := c.Agent
 		call.Freeze = func(ctx context.Context) (func(), error) { return h.opts.Freeze(ctx, agent) }
 	}
-	callStart := h.now()
 	res, herr := runHandler(ctx, rt.Handler, call)
+	return result(res, herr), nil
+}
 
-	// 6. postToolExec hooks.
-	if len(h.hooks.postToolExec) > 0 {
-		post := &PostToolExecEvent{
-			Agent: agent, Tool: req.Tool, Args: slices.Clone(args), Session: sc,
-			Result: res, Err: herr, Duration: h.now().Sub(callStart),
+// result is what a handler gave, as the pipeline records it: stderr with
+// the error's text after it, exit code 1 for an error without one.
+func result(res Result, err error) pipeline.Result {
+	out := pipeline.Result{
+		Output:      res.Output,
+		Stderr:      res.Stderr,
+		ExitCode:    res.ExitCode,
+		OutputBytes: max(res.OutputBytes, int64(len(res.Output))),
+		Err:         err,
+	}
+	if err != nil {
+		if out.Stderr != "" && !strings.HasSuffix(out.Stderr, "\n") {
+			out.Stderr += "\n"
 		}
-		if err := runEach(ctx, h.hooks.postToolExec, post); err != nil {
-			h.log.Warn("postToolExec hook failed", "agent", agent, "tool", req.Tool, "err", err)
+		out.Stderr += err.Error()
+		if out.ExitCode == 0 {
+			out.ExitCode = 1
 		}
 	}
-
-	// 7. Finished record and response.
-	return finish(res, herr, audit.DecisionAllowed)
+	return out
 }
 
 func (h *Host) pluginConfig(name string) map[string]any {
@@ -146,66 +140,46 @@ func runHandler(ctx context.Context, fn Handler, call *Call) (res Result, err er
 	return fn(ctx, call)
 }
 
-// deny writes the one finished record of a call policy refused.
-func (h *Host) deny(rec audit.Record, start time.Time, msg string) proto.ToolResponse {
-	rec.Phase, rec.Decision, rec.Error = audit.PhaseFinished, audit.DecisionDenied, msg
-	rec.DurationMs = ptr(h.now().Sub(start).Milliseconds())
-	rec.ExitCode = ptr(1)
-	if err := h.opts.Audit.Log(rec); err != nil {
-		h.log.Error("audit log write failed for a denied call", "agent", rec.Agent, "tool", rec.Tool, "err", err)
+var _ pipeline.Hooks = (*Host)(nil)
+
+// PreToolExec runs the preToolExec hooks, in config order, for any tool
+// call (core tools too) that policy allowed: the pipeline's Hooks. The
+// first error denies the call; the error returned is the hook's own, its
+// reason.
+func (h *Host) PreToolExec(ctx context.Context, c *pipeline.Call) error {
+	if len(h.hooks.preToolExec) == 0 {
+		return nil
 	}
-	h.log.Info("tool call denied", "agent", rec.Agent, "tool", rec.Tool)
-	return proto.ErrorResponse(1, msg)
+	ev := &PreToolExecEvent{Agent: c.Agent, Tool: c.Tool, Args: slices.Clone(c.Args), Cwd: c.Cwd, Session: c.Session}
+	err := runAll(ctx, h.hooks.preToolExec, ev)
+	if err == nil {
+		return nil
+	}
+	h.log.Info("tool call denied by a hook", "agent", c.Agent, "tool", c.Tool, "err", err)
+	var he *HookError
+	if errors.As(err, &he) {
+		return he.Err
+	}
+	return err
 }
 
-// finish writes the finished record of a call that was started and builds
-// its response.
-func (h *Host) finish(rec audit.Record, start time.Time, res Result, err error, decision string) proto.ToolResponse {
-	resp := proto.ToolResponse{
-		Type:     proto.ToolResponseType,
-		Output:   res.Output,
-		ExitCode: res.ExitCode,
+// PostToolExec runs the postToolExec hooks; their errors are returned joined.
+func (h *Host) PostToolExec(ctx context.Context, c *pipeline.Call, r pipeline.Result, err error, d time.Duration) error {
+	if len(h.hooks.postToolExec) == 0 {
+		return nil
 	}
-	errText := res.Stderr
-	if err != nil {
-		if errText != "" && !strings.HasSuffix(errText, "\n") {
-			errText += "\n"
+	res := Result{Output: r.Output, Stderr: r.Stderr, ExitCode: r.ExitCode, OutputBytes: r.OutputBytes}
+	if c.Type == audit.TypeCoreTool {
+		var b strings.Builder
+		for _, ct := range r.Content {
+			b.WriteString(ct.Text)
 		}
-		errText += err.Error()
-		if resp.ExitCode == 0 {
-			resp.ExitCode = 1
-		}
+		res.Output = b.String()
 	}
-	resp.Error = errText
-	resp.Success = err == nil && resp.ExitCode == 0
-	if red := h.opts.Redact; red != nil {
-		resp.Output, resp.Error = red(resp.Output), red(resp.Error)
+	if err == nil {
+		err = r.Err
 	}
-
-	outBytes := res.OutputBytes
-	if outBytes < int64(len(res.Output)) {
-		outBytes = int64(len(res.Output))
-	}
-	rec.Time = time.Time{}
-	rec.Phase, rec.Decision = audit.PhaseFinished, decision
-	rec.DurationMs = ptr(h.now().Sub(start).Milliseconds())
-	rec.ExitCode = ptr(resp.ExitCode)
-	rec.OutputBytes = ptr(outBytes)
-	if err != nil {
-		rec.Error = clip(err.Error(), maxAuditError)
-	}
-	if aerr := h.opts.Audit.Log(rec); aerr != nil {
-		// The call has run; its result still goes back.
-		h.log.Error("audit log write failed after a tool call", "agent", rec.Agent, "tool", rec.Tool, "err", aerr)
-	}
-	return resp
-}
-
-func ptr[T any](v T) *T { return &v }
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
+	ev := &PostToolExecEvent{Agent: c.Agent, Tool: c.Tool, Args: slices.Clone(c.Args), Session: c.Session,
+		Result: res, Err: err, Duration: d}
+	return runEach(ctx, h.hooks.postToolExec, ev)
 }

@@ -13,8 +13,8 @@ import (
 // the order the plugins are written in the config.
 type HookName string
 
-// The hooks. The Host runs preToolExec and postToolExec itself around every
-// plugin tool call; the others are run by the agent layer and the gateway
+// The hooks. The tool pipeline (internal/pipeline) runs preToolExec and
+// postToolExec around every tool call, core and plugin tools alike; the others are run by the agent layer and the gateway
 // through the Host's Run* methods.
 const (
 	HookPrePrompt       HookName = "prePrompt"
@@ -53,19 +53,25 @@ type PostResponseEvent struct {
 	Response string
 }
 
-// PreToolExecEvent is a plugin tool call that policy allowed, before it
-// runs. A hook that returns an error denies the call; the error's text is
-// the reason the agent sees. Hooks must not change the event.
+// PreToolExecEvent is a tool call that policy allowed, before it runs: a
+// plugin tool's, or a core tool's (Tool "exec", "read", "write", "patch").
+// A hook that returns an error denies the call; the error's text is the
+// reason the agent sees. Hooks must not change the event.
 type PreToolExecEvent struct {
-	Agent   string
-	Tool    string
+	Agent string
+	Tool  string
+	// Args are the call's args as the audit log has them: a plugin tool's
+	// argv; [command] for exec, [path] for read and patch, [path, "(N
+	// bytes)"] for write.
 	Args    []string
-	Cwd     string // as the sandbox sent it, relative to /workspace
+	Cwd     string // a plugin tool's folder as the sandbox sent it, relative to /workspace; "" for core tools
 	Session proto.SessionContext
 }
 
-// PostToolExecEvent is a plugin tool call that has run. Err is set when the
-// tool could not run or was stopped (timeout). Errors of the hook are logged.
+// PostToolExecEvent is a tool call that has run (core tools too: Output is
+// then the result's text). Err is set when the tool failed, could not run
+// or was stopped (timeout); Stderr then ends with its text. Errors of the
+// hook are logged.
 type PostToolExecEvent struct {
 	Agent    string
 	Tool     string

@@ -11,11 +11,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/home"
+	"github.com/beige-dev/beige/internal/pipeline"
 	"github.com/beige-dev/beige/internal/policy"
 	"github.com/beige-dev/beige/internal/proto"
 )
@@ -37,8 +39,13 @@ type Options struct {
 	// and plugin data ($BEIGE_HOME/data).
 	Home home.Home
 	// Audit receives a record before and after every tool call. A call
-	// whose started record cannot be written is refused.
+	// whose started record cannot be written is refused. It is the audit
+	// log of the Host's own pipeline, used until SetPipeline gives it the
+	// gateway's.
 	Audit *audit.Logger
+	// Policy is the gateway's one policy engine, for the Host's own
+	// pipeline; nil means one built from the agents' tools.
+	Policy *policy.Engine
 	// Builtins are the built-in plugins to choose from; nil means those
 	// registered with Register.
 	Builtins map[string]Builtin
@@ -50,8 +57,9 @@ type Options struct {
 	// Logger receives the Host's and the plugins' logs (default: discarded).
 	Logger *slog.Logger
 	// Redact, when set, replaces configured secrets in every tool result
-	// (output and error text) before it goes back to the sandbox, as core
-	// tools' results are (redact.Redactor.String).
+	// (output and error text) of the Host's own pipeline before it goes
+	// back to the sandbox (redact.Redactor.String); the gateway's pipeline
+	// has its own.
 	Redact func(string) string
 }
 
@@ -61,13 +69,12 @@ type Host struct {
 	cfg      *config.Config
 	opts     Options
 	log      *slog.Logger
-	policy   *policy.Engine
+	pipe     atomic.Pointer[pipeline.Pipeline]
 	plugins  []*loaded // in start (config) order
 	tools    map[string]*registeredTool
 	hooks    hooks
 	channels map[string]Channel
 	agents   map[string]*agentInfo
-	now      func() time.Time
 
 	closeOnce sync.Once
 	closeErr  error
@@ -118,7 +125,6 @@ func NewHost(cfg *config.Config, opts *Options) (*Host, error) {
 		tools:    map[string]*registeredTool{},
 		channels: map[string]Channel{},
 		agents:   map[string]*agentInfo{},
-		now:      time.Now,
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -145,13 +151,28 @@ func NewHost(cfg *config.Config, opts *Options) (*Host, error) {
 		}
 		return nil, errors.Join(errs...)
 	}
-	allowed := make(map[string][]string, len(h.agents))
-	for name, a := range h.agents {
-		allowed[name] = a.tools
+	eng := opts.Policy
+	if eng == nil {
+		allowed := make(map[string][]string, len(h.agents))
+		for name, a := range h.agents {
+			allowed[name] = a.tools
+		}
+		eng = policy.New(allowed)
 	}
-	h.policy = policy.New(allowed)
+	h.pipe.Store(pipeline.New(pipeline.Options{Audit: opts.Audit, Policy: eng, Hooks: h, Redact: opts.Redact, Logger: h.log}))
 	return h, nil
 }
+
+// SetPipeline makes Handle run socket calls through p, the gateway's one
+// pipeline (assembled with this Host as its Hooks), instead of the Host's
+// own (which has no redaction and no metrics).
+func (h *Host) SetPipeline(p *pipeline.Pipeline) {
+	if p != nil {
+		h.pipe.Store(p)
+	}
+}
+
+func (h *Host) pipeline() *pipeline.Pipeline { return h.pipe.Load() }
 
 // ordered returns the keys of m in the given order, then any others sorted
 // (a config built in code may have no order).

@@ -11,8 +11,10 @@
 //     on the host for each call (see RunSpec in package config).
 //
 // A Host loads the plugins a config names, checks that every agent's tools
-// and skills resolve, and runs tool calls: policy, audit, hooks and the
-// handler (Host.Handle).
+// and skills resolve, and answers the sockets' tool calls (Host.Handle) by
+// running the plugin tool through the gateway's one tool pipeline
+// (internal/pipeline: policy, audit, hooks, redaction); it is also that
+// pipeline's Hooks, for core tools too.
 package plugin
 
 import (

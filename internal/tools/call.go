@@ -1,18 +1,16 @@
 // Package tools implements the four core tools every agent has — read,
 // write, patch and exec — on top of a sandbox.Sandbox: strict decoding of
 // their parameters (Decode), their JSON schemas for the model (Definitions),
-// and their execution with a policy check and audit lines around each call
-// (Runner).
+// and their execution (Runner), the core tools' Tool in the one tool
+// pipeline (internal/pipeline) that checks policy, audits and runs hooks.
 package tools
 
 import (
-	"encoding/json"
 	"fmt"
 	"path"
 	"strings"
 	"time"
 
-	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/sandbox"
 )
 
@@ -46,9 +44,9 @@ type Call interface {
 	Tool() string
 	// check resolves relative paths and checks the bounds that Decode checks.
 	check() error
-	// auditArgs returns the call's args for the audit log, a JSON array of
-	// strings, with bulk text replaced by its size.
-	auditArgs() json.RawMessage
+	// auditArgs returns the call's args for the audit log and the hooks,
+	// with bulk text replaced by its size.
+	auditArgs() []string
 }
 
 // ReadCall reads a text file, or an image.
@@ -171,12 +169,12 @@ func resolvePath(p string) (string, error) {
 // and patch, [path, "(N bytes)"] for write (the content's size, never the
 // content), [command] for exec.
 
-func (c *ReadCall) auditArgs() json.RawMessage { return audit.StringArgs([]string{c.Path}) }
+func (c *ReadCall) auditArgs() []string { return []string{c.Path} }
 
-func (c *WriteCall) auditArgs() json.RawMessage {
-	return audit.StringArgs([]string{c.Path, fmt.Sprintf("(%d bytes)", len(c.Content))})
+func (c *WriteCall) auditArgs() []string {
+	return []string{c.Path, fmt.Sprintf("(%d bytes)", len(c.Content))}
 }
 
-func (c *PatchCall) auditArgs() json.RawMessage { return audit.StringArgs([]string{c.Path}) }
+func (c *PatchCall) auditArgs() []string { return []string{c.Path} }
 
-func (c *ExecCall) auditArgs() json.RawMessage { return audit.StringArgs([]string{c.Command}) }
+func (c *ExecCall) auditArgs() []string { return []string{c.Command} }

@@ -41,7 +41,7 @@ func (r *Runner) exec(ctx context.Context, inv Invocation, c *ExecCall) (outcome
 		return outcome{}, fmt.Errorf("exec: %w", err)
 	}
 	o := outcome{
-		res:         formatExec(res, timeout, r.redact),
+		res:         formatExec(res, timeout, r.pipe.Redact),
 		exitCode:    res.ExitCode,
 		outputBytes: max(res.OutputBytes, int64(len(res.Output))),
 	}

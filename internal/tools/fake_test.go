@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/beige-dev/beige/internal/audit"
+	"github.com/beige-dev/beige/internal/pipeline"
 	"github.com/beige-dev/beige/internal/proto"
 	"github.com/beige-dev/beige/internal/sandbox"
 )
@@ -111,7 +112,9 @@ type testEnv struct {
 	auditPath string
 }
 
-func newEnv(t *testing.T, allow PolicyFunc) *testEnv {
+// newEnv makes a Runner whose pipeline asks allow (nil: every call is
+// allowed).
+func newEnv(t *testing.T, allow pipeline.PolicyFunc) *testEnv {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "audit.jsonl")
 	al, err := audit.Open(p, nil)
@@ -120,7 +123,11 @@ func newEnv(t *testing.T, allow PolicyFunc) *testEnv {
 	}
 	t.Cleanup(func() { al.Close() })
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	return &testEnv{runner: NewRunner(al, allow, logger), sb: newFake(), audit: al, auditPath: p}
+	if allow == nil {
+		allow = func(string, string) error { return nil }
+	}
+	pipe := pipeline.New(pipeline.Options{Audit: al, Policy: allow, Logger: logger})
+	return &testEnv{runner: NewRunner(pipe, logger), sb: newFake(), audit: al, auditPath: p}
 }
 
 func (e *testEnv) inv(c Call) Invocation {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/beige-dev/beige/internal/pipeline"
 	"github.com/beige-dev/beige/internal/redact"
 	"github.com/beige-dev/beige/internal/sandbox"
 )
@@ -15,7 +16,7 @@ func TestRunRedactsResult(t *testing.T) {
 	const key = "sk-ant-api03-secretsecret"
 	red := redact.New([]redact.Secret{{Name: "llm.providers.anthropic.apiKey", Value: key}})
 	e := newEnv(t, nil)
-	e.runner.SetRedact(red.String)
+	e.runner = NewRunner(pipeline.New(pipeline.Options{Audit: e.audit, Policy: pipeline.PolicyFunc(func(string, string) error { return nil }), Redact: red.String}), nil)
 	e.sb.execFn = func(context.Context, sandbox.ExecRequest) (sandbox.ExecResult, error) {
 		out := "ANTHROPIC_API_KEY=" + key + "\n"
 		return sandbox.ExecResult{Output: []byte(out), OutputBytes: int64(len(out))}, nil
@@ -39,7 +40,7 @@ func TestExecTruncationDoesNotLeakASecretPrefix(t *testing.T) {
 	for _, at := range []int{1, 5, 13, len(key) - 1} { // secret bytes before the cut
 		t.Run(key[:at], func(t *testing.T) {
 			e := newEnv(t, nil)
-			e.runner.SetRedact(red.String)
+			e.runner = NewRunner(pipeline.New(pipeline.Options{Audit: e.audit, Policy: pipeline.PolicyFunc(func(string, string) error { return nil }), Redact: red.String}), nil)
 			full := strings.Repeat("x", execOutputLimit-at) + key + "\n" + strings.Repeat("y", 1000)
 			e.sb.execFn = func(_ context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 				out := full[:min(len(full), req.OutputLimit)] // as the sandbox keeps it

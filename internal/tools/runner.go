@@ -11,35 +11,22 @@ import (
 	"unicode/utf8"
 
 	"github.com/beige-dev/beige/internal/audit"
+	"github.com/beige-dev/beige/internal/pipeline"
 	"github.com/beige-dev/beige/internal/proto"
 	"github.com/beige-dev/beige/internal/sandbox"
 )
 
-// PolicyFunc decides whether agent may call tool. A non-nil error denies the
-// call; its message goes to the audit log and, after "permission denied: ",
-// to the caller.
-type PolicyFunc func(agent, tool string) error
-
-// AllowCoreTools is the policy the spec gives core tools: every agent may
-// call all four.
-func AllowCoreTools(agent, tool string) error { return nil }
-
-// Runner runs core tool calls in sandboxes, checking policy and writing the
-// audit log around each call. It is safe for concurrent use.
+// Runner runs core tool calls in sandboxes. Every call goes through the
+// gateway's one pipeline (internal/pipeline: policy, audit, hooks,
+// redaction); the Runner is the core tools' Tool in it. It is safe for
+// concurrent use.
 type Runner struct {
-	audit *audit.Logger
-	allow PolicyFunc
+	pipe  *pipeline.Pipeline
 	log   *slog.Logger
 	locks pathLocks
-	now   func() time.Time // for tests
 
-	callTokens CallTokens          // nil: exec commands get no call token
-	redact     func(string) string // nil: results are not redacted
+	callTokens CallTokens // nil: exec commands get no call token
 }
-
-// SetRedact makes every result text pass through f (redact.Redactor.String)
-// before it goes back to the caller. Call it before the Runner is used.
-func (r *Runner) SetRedact(f func(string) string) { r.redact = f }
 
 // CallTokens registers sc as the session of the tool calls made by the one
 // exec command about to start for agent, and returns the secret token the
@@ -51,20 +38,16 @@ type CallTokens func(agent string, sc proto.SessionContext) (token string, relea
 // toolbridge.Server.Attribute). Call it before the Runner is used.
 func (r *Runner) SetCallTokens(f CallTokens) { r.callTokens = f }
 
-// NewRunner returns a Runner that writes to auditLog (required), asks allow
-// before each call (nil means AllowCoreTools) and logs to logger (nil means
-// nowhere).
-func NewRunner(auditLog *audit.Logger, allow PolicyFunc, logger *slog.Logger) *Runner {
-	if auditLog == nil {
-		panic("tools: NewRunner without an audit logger")
-	}
-	if allow == nil {
-		allow = AllowCoreTools
+// NewRunner returns a Runner whose calls go through p (required) and that
+// logs to logger (nil means nowhere).
+func NewRunner(p *pipeline.Pipeline, logger *slog.Logger) *Runner {
+	if p == nil {
+		panic("tools: NewRunner without a pipeline")
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Runner{audit: auditLog, allow: allow, log: logger, now: time.Now}
+	return &Runner{pipe: p, log: logger}
 }
 
 // Invocation is one core tool call and on whose behalf it runs.
@@ -93,11 +76,12 @@ type outcome struct {
 	errMsg      string // for the audit log when the call failed
 }
 
-// Run runs one call. The policy decision comes first (it has no side
-// effects); then a record is written to the audit log — a started record, or
-// for a denied call its one finished record — and only if that write
-// succeeds does the call run. A finished record follows with the duration,
-// exit code, output size and error.
+// Run runs one call through the pipeline: policy (a denial is one
+// finished audit record), a started audit record (if it cannot be written
+// the call is refused with a *pipeline.NotRunError), the preToolExec hooks,
+// the tool in the sandbox, the postToolExec hooks and a finished record with
+// the duration, exit code, output size and error; the result text is
+// redacted.
 //
 // A tool that fails (missing file, exit code ≠ 0, timeout, denial) gives a
 // result with IsError and a nil error. The error is for calls that could not
@@ -113,72 +97,42 @@ func (r *Runner) Run(ctx context.Context, inv Invocation) (proto.ToolResult, err
 	}
 	inv.Call = call
 	inv.Session.AgentName = inv.Agent
-	if err := ctx.Err(); err != nil {
-		return proto.ToolResult{}, err
-	}
-	tool := call.Tool()
-	rec := audit.Record{
+	res, err := r.pipe.Run(ctx, pipeline.Call{
 		Agent:   inv.Agent,
-		Session: inv.Session.SessionKey,
+		Session: inv.Session,
 		Model:   inv.Model,
-		Channel: inv.Session.Channel,
+		Tool:    call.Tool(),
 		Type:    audit.TypeCoreTool,
-		Tool:    tool,
-		Args:    call.auditArgs(),
 		Target:  audit.TargetSandbox,
-	}
-
-	start := r.now()
-	if err := r.allow(inv.Agent, tool); err != nil {
-		msg := err.Error()
-		if !strings.HasPrefix(strings.ToLower(msg), "permission denied") {
-			msg = "permission denied: " + msg
-		}
-		rec.Phase, rec.Decision, rec.Error = audit.PhaseFinished, audit.DecisionDenied, msg
-		rec.DurationMs = ptr(r.now().Sub(start).Milliseconds())
-		if aerr := r.audit.Log(rec); aerr != nil {
-			r.log.Error("audit log write failed", "agent", inv.Agent, "tool", tool, "err", aerr)
-			return proto.ToolResult{}, fmt.Errorf("tools: %s denied, and its audit record failed: %w", tool, aerr)
-		}
-		r.log.Info("core tool denied", "agent", inv.Agent, "tool", tool, "reason", err)
-		return proto.TextResult(msg, true), nil
-	}
-
-	rec.Phase, rec.Decision = audit.PhaseStarted, audit.DecisionAllowed
-	if err := r.audit.Log(rec); err != nil {
-		r.log.Error("audit log write failed; call refused", "agent", inv.Agent, "tool", tool, "err", err)
-		return proto.ToolResult{}, fmt.Errorf("tools: %s not run: %w", tool, err)
-	}
-
-	start = r.now()
-	out, err := r.dispatch(ctx, inv)
-	dur := r.now().Sub(start)
-
-	rec.Time = time.Time{}
-	rec.Phase = audit.PhaseFinished
-	rec.DurationMs = ptr(dur.Milliseconds())
+		Args:    call.auditArgs(),
+	}, coreTool{r: r, inv: inv})
 	if err != nil {
-		rec.Error = clip(err.Error(), 1024)
-	} else {
-		rec.ExitCode = ptr(out.exitCode)
-		rec.OutputBytes = ptr(out.outputBytes)
-		rec.Error = clip(out.errMsg, 1024)
-	}
-	if aerr := r.audit.Log(rec); aerr != nil {
-		// The call has run; its result still goes back.
-		r.log.Error("audit log write failed after call", "agent", inv.Agent, "tool", tool, "err", aerr)
-	}
-	if err != nil {
-		r.log.Warn("core tool failed", "agent", inv.Agent, "tool", tool, "duration", dur, "err", err)
 		return proto.ToolResult{}, err
 	}
-	r.log.Debug("core tool", "agent", inv.Agent, "tool", tool, "duration", dur, "isError", out.res.IsError)
-	if r.redact != nil {
-		for i := range out.res.Content {
-			out.res.Content[i].Text = r.redact(out.res.Content[i].Text)
-		}
+	return proto.ToolResult{Content: res.Content, IsError: res.IsError}, nil
+}
+
+// coreTool is one core tool call as the pipeline runs it.
+type coreTool struct {
+	r   *Runner
+	inv Invocation
+}
+
+func (t coreTool) Run(ctx context.Context, _ *pipeline.Call) (pipeline.Result, error) {
+	out, err := t.r.dispatch(ctx, t.inv)
+	if err != nil {
+		return pipeline.Result{}, err
 	}
-	return out.res, nil
+	res := pipeline.Result{
+		Content:     out.res.Content,
+		IsError:     out.res.IsError,
+		ExitCode:    out.exitCode,
+		OutputBytes: out.outputBytes,
+	}
+	if out.errMsg != "" {
+		res.Err = errors.New(out.errMsg)
+	}
+	return res, nil
 }
 
 func (r *Runner) dispatch(ctx context.Context, inv Invocation) (outcome, error) {
@@ -279,16 +233,6 @@ func (l *pathLocks) lock(ctx context.Context, sb sandbox.Sandbox, path string) (
 		release()
 		return nil, ctx.Err()
 	}
-}
-
-func ptr[T any](v T) *T { return &v }
-
-// clip cuts s to at most n bytes, on a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return string(trimPartialRune([]byte(s[:n]))) + "…"
 }
 
 // trimPartialRune drops an incomplete UTF-8 sequence from the end of b, as

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/beige-dev/beige/internal/audit"
+	"github.com/beige-dev/beige/internal/policy"
 	"github.com/beige-dev/beige/internal/proto"
 	"github.com/beige-dev/beige/internal/sandbox"
 )
@@ -83,12 +84,13 @@ func TestRunAuditArgs(t *testing.T) {
 
 func TestRunDenied(t *testing.T) {
 	var asked []string
+	eng := policy.New(map[string][]string{"other": nil})
 	e := newEnv(t, func(agent, tool string) error {
 		asked = append(asked, agent+"/"+tool)
-		return fmt.Errorf("tool %q not allowed for agent %q", tool, agent)
+		return eng.Check(agent, tool)
 	})
 	res := e.run(t, &ExecCall{Command: "rm -rf /"})
-	if !res.IsError || res.Text() != `permission denied: tool "exec" not allowed for agent "travel"` {
+	if !res.IsError || res.Text() != `Permission denied: tool 'exec' not allowed for agent 'travel'` {
 		t.Errorf("result %+v", res)
 	}
 	if len(e.sb.execs) != 0 {
@@ -101,14 +103,15 @@ func TestRunDenied(t *testing.T) {
 	if len(recs) != 1 {
 		t.Fatalf("%d records, want one finished record", len(recs))
 	}
+	// The same record as a denied plugin call: exit code 1.
 	r := recs[0]
-	if r.Phase != audit.PhaseFinished || r.Decision != audit.DecisionDenied || r.Error != res.Text() || r.Tool != "exec" || r.ExitCode != nil {
+	if r.Phase != audit.PhaseFinished || r.Decision != audit.DecisionDenied || r.Error != res.Text() || r.Tool != "exec" || r.ExitCode == nil || *r.ExitCode != 1 {
 		t.Errorf("record %+v", r)
 	}
 
-	// A policy that already says "permission denied" is not said twice.
-	e2 := newEnv(t, func(agent, tool string) error { return errors.New("Permission denied: no") })
-	if got := e2.run(t, &ExecCall{Command: "ls"}).Text(); got != "Permission denied: no" {
+	// A policy error of another kind is a denial with that reason.
+	e2 := newEnv(t, func(agent, tool string) error { return errors.New("no") })
+	if got := e2.run(t, &ExecCall{Command: "ls"}).Text(); got != "Permission denied: tool 'exec' blocked for agent 'travel': no" {
 		t.Errorf("got %q", got)
 	}
 }
@@ -132,11 +135,12 @@ func TestRunRefusedWhenAuditFails(t *testing.T) {
 		}
 	}
 
-	// Denied calls too need their record.
+	// A denied call whose record fails is still refused, as on the socket.
 	e := newEnv(t, func(string, string) error { return errors.New("no") })
 	e.audit.Close()
-	if _, err := e.runner.Run(context.Background(), e.inv(&ExecCall{Command: "ls"})); err == nil {
-		t.Error("denied call without audit record: no error")
+	res, err := e.runner.Run(context.Background(), e.inv(&ExecCall{Command: "ls"}))
+	if err != nil || !res.IsError || !strings.HasPrefix(res.Text(), "Permission denied") || len(e.sb.execs) != 0 {
+		t.Errorf("denied call without audit record: %+v, %v", res, err)
 	}
 }
 
