@@ -585,8 +585,15 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{a: [1, 'x', {b: null}], c: 0x1f, d: -Infinity, e: "\u0041"}`))
 	f.Add([]byte(`{llm: {providers: {p: {apiKey: "${X:-y}"}}}, agents: {a: {model: {provider: "p", model: 1}}}}`))
 	f.Add([]byte("{\"\\u0061\": /* c */ 1,}"))
+	f.Add([]byte(minimal("", `pluginConfigs: { p: { a: [1, {b: "x"}], o: null } },`, `plugins: { p: { config: { a: [{c: 1}], typo: 1, o: { n: "1" } } } },`)))
+	// p's schema exercises the mapping of schema errors back to the file.
+	builtins := map[string]*Manifest{"p": {Name: "p", DefaultConfig: map[string]any{"o": map[string]any{"n": 1.0}},
+		ConfigSchema: map[string]any{"type": "object", "additionalProperties": false, "required": []any{"a"}, "properties": map[string]any{
+			"a": map[string]any{"type": "array", "items": map[string]any{"type": "object", "properties": map[string]any{"b": map[string]any{"type": "number"}}, "additionalProperties": false}},
+			"o": map[string]any{"type": "object", "required": []any{"n"}, "properties": map[string]any{"n": map[string]any{"type": "number"}}},
+		}}}}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, err := Parse("fuzz.json5", data, &LoadOptions{LookupEnv: func(string) (string, bool) { return "v", true }})
+		cfg, err := Parse("fuzz.json5", data, &LoadOptions{LookupEnv: func(string) (string, bool) { return "v", true }, Builtins: builtins})
 		if err == nil && cfg == nil {
 			t.Fatal("nil config without error")
 		}

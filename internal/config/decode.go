@@ -20,6 +20,7 @@ type decoder struct {
 	lookup func(string) (string, bool) // environment
 	errs   ErrorList
 	pos    map[string]Pos    // JSON path -> where its value starts
+	keyPos map[string]Pos    // JSON path -> where its key starts (map entries)
 	interp map[string]string // JSON path -> value of a string that had ${VAR}
 }
 
@@ -109,6 +110,7 @@ func (d *decoder) decode(n *node, path string, v reflect.Value) {
 		for i, k := range n.keys {
 			ev := reflect.New(t.Elem()).Elem()
 			kp := joinPath(path, k)
+			d.keyPos[kp] = n.keyPos[i]
 			d.decode(n.vals[i], kp, ev)
 			m.SetMapIndex(reflect.ValueOf(k), ev)
 		}
@@ -166,7 +168,9 @@ func (d *decoder) plain(n *node, path string) any {
 	case kindObject:
 		m := make(map[string]any, len(n.keys))
 		for i, k := range n.keys {
-			m[k] = d.plain(n.vals[i], joinPath(path, k))
+			kp := joinPath(path, k)
+			d.keyPos[kp] = n.keyPos[i]
+			m[k] = d.plain(n.vals[i], kp)
 		}
 		return m
 	case kindArray:

@@ -111,7 +111,7 @@ func Parse(path string, data []byte, opts *LoadOptions) (*Config, error) {
 		e.File = path
 		return nil, ErrorList{e}
 	}
-	d := &decoder{file: path, dir: filepath.Dir(abs), lookup: lookup, pos: map[string]Pos{}, interp: map[string]string{}}
+	d := &decoder{file: path, dir: filepath.Dir(abs), lookup: lookup, pos: map[string]Pos{}, keyPos: map[string]Pos{}, interp: map[string]string{}}
 	cfg := &Config{}
 	if root.kind != kindObject {
 		d.errorf(root.pos, "", "the config must be an object ({ llm: ..., agents: ... }), got %s", root.kind)
