@@ -160,6 +160,7 @@ $BEIGE_HOME/config.json5 unless -c says otherwise.`,
 		a.sandboxCommand(),
 		a.tuiCommand(),
 	)
+	a.registerCompletions(root)
 	return root
 }
 

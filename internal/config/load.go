@@ -196,3 +196,23 @@ func applyDefaults(cfg *Config) {
 		}
 	}
 }
+
+// AgentNames returns the names under "agents" of the config file at path,
+// in file order, without validating anything else: for shell completion,
+// which must work while another part of the config is being fixed (or an
+// API key is not set in this shell).
+func AgentNames(path string) ([]string, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	root, err := parseTree(data)
+	if err != nil {
+		return nil, err
+	}
+	agents := root.get("agents")
+	if agents == nil || agents.kind != kindObject {
+		return nil, nil
+	}
+	return append([]string(nil), agents.keys...), nil
+}
