@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/beige-dev/beige/internal/routing/routingtest"
 )
 
 // waitFor polls cond until it holds or the test's patience runs out.
@@ -156,7 +158,7 @@ func TestLimiterCancelRace(t *testing.T) {
 				r()
 			}
 		}()
-		waitFor(t, "queued", func() bool { _, w := l.Stats(); return w == 1 })
+		waitFor(t, "queued", func() bool { _, w := l.Stats(); return w == 1 && routingtest.Queued() == 1 })
 		if i%2 == 0 {
 			cancel() // the waiter wakes for ctx while the slot is handed over
 			hold()
