@@ -107,7 +107,7 @@ func (v *validator) pluginSchemas() {
 				}
 				return
 			}
-			for _, e := range v.schemaErrors(ve, layers, ppath, schemaDoc, printer) {
+			for _, e := range v.schemaErrors(ve, merged, layers, ppath, schemaDoc, printer) {
 				if k := e.Error(); !reported[k] {
 					reported[k] = true
 					v.d.errs = append(v.d.errs, e)
@@ -158,7 +158,7 @@ func compilePluginSchema(doc map[string]any) (*jsonschema.Schema, any, error) {
 
 // schemaErrors turns a validation error into config errors, one per
 // failed keyword (the leaves of the error tree).
-func (v *validator) schemaErrors(ve *jsonschema.ValidationError, layers []configLayer, ppath string, schemaDoc any, p *message.Printer) ErrorList {
+func (v *validator) schemaErrors(ve *jsonschema.ValidationError, merged map[string]any, layers []configLayer, ppath string, schemaDoc any, p *message.Printer) ErrorList {
 	var out ErrorList
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
@@ -176,7 +176,7 @@ func (v *validator) schemaErrors(ve *jsonschema.ValidationError, layers []config
 		path, pos := v.locate(layers, ppath, e.InstanceLocation)
 		switch k := e.ErrorKind.(type) {
 		case *kind.AdditionalProperties:
-			known := schemaProperties(schemaDoc, e.SchemaURL)
+			known := schemaProperties(schemaAt(schemaDoc, e.SchemaURL))
 			for _, prop := range k.Properties {
 				kp := v.childPath(layers, e.InstanceLocation, path, prop)
 				msg := fmt.Sprintf("unknown key %q", prop)
@@ -192,8 +192,32 @@ func (v *validator) schemaErrors(ve *jsonschema.ValidationError, layers []config
 				out = append(out, &Error{File: v.d.file, Pos: kpos, Path: kp, Msg: msg})
 			}
 		case *kind.Required:
+			// A key the schema does not declare may be the missing one,
+			// misspelt (where additionalProperties lets it through).
+			obj := schemaAt(schemaDoc, e.SchemaURL)
+			known := schemaProperties(obj)
+			// With additionalProperties false, the misspelt key is
+			// reported as unknown, with this name as its did-you-mean.
+			closed := obj["additionalProperties"] == false
+			var undeclared []string
+			if depth, _, val := walkLayer(configLayer{value: merged}, e.InstanceLocation); depth == len(e.InstanceLocation) {
+				inst, _ := val.(map[string]any)
+				for key := range inst {
+					if !slices.Contains(known, key) {
+						undeclared = append(undeclared, key)
+					}
+				}
+				slices.Sort(undeclared)
+			}
 			for _, m := range k.Missing {
-				out = append(out, &Error{File: v.d.file, Pos: pos, Path: v.childPath(layers, e.InstanceLocation, path, m), Msg: fmt.Sprintf("missing required field %q", m)})
+				msg := fmt.Sprintf("missing required field %q", m)
+				if s := suggest(m, undeclared); s != "" {
+					if closed && suggest(s, known) == m {
+						continue
+					}
+					msg += fmt.Sprintf(" (is %q a misspelling of it?)", s)
+				}
+				out = append(out, &Error{File: v.d.file, Pos: pos, Path: v.childPath(layers, e.InstanceLocation, path, m), Msg: msg})
 			}
 		default:
 			out = append(out, &Error{File: v.d.file, Pos: pos, Path: path, Msg: schemaMessage(e.ErrorKind, p)})
@@ -229,7 +253,7 @@ func (v *validator) locate(layers []configLayer, ppath string, loc []string) (st
 		if l.value == nil {
 			continue
 		}
-		depth, path := walkLayer(l, loc)
+		depth, path, _ := walkLayer(l, loc)
 		if depth > bestDepth {
 			best, bestDepth, bestPath = i, depth, path
 		}
@@ -254,7 +278,7 @@ func (v *validator) childPath(layers []configLayer, loc []string, path, key stri
 		if l.value == nil {
 			continue
 		}
-		if depth, p := walkLayer(l, child); depth == len(child) {
+		if depth, p, _ := walkLayer(l, child); depth == len(child) {
 			return p
 		}
 	}
@@ -278,8 +302,8 @@ func (v *validator) nearestPos(path, ppath string) Pos {
 }
 
 // walkLayer follows loc into a layer's value, returning how many tokens it
-// found and the config path of the deepest value reached.
-func walkLayer(l configLayer, loc []string) (int, string) {
+// found, the config path of the deepest value reached and that value.
+func walkLayer(l configLayer, loc []string) (int, string, any) {
 	var cur any = l.value
 	path := l.path
 	for i, tok := range loc {
@@ -287,20 +311,20 @@ func walkLayer(l configLayer, loc []string) (int, string) {
 		case map[string]any:
 			next, ok := c[tok]
 			if !ok {
-				return i, path
+				return i, path, cur
 			}
 			cur, path = next, joinPath(path, tok)
 		case []any:
 			n, err := strconv.Atoi(tok)
 			if err != nil || n < 0 || n >= len(c) {
-				return i, path
+				return i, path, cur
 			}
 			cur, path = c[n], fmt.Sprintf("%s[%d]", path, n)
 		default:
-			return i, path
+			return i, path, cur
 		}
 	}
-	return len(loc), path
+	return len(loc), path, cur
 }
 
 // layerPath is the config path of loc inside a layer written at base.
@@ -316,9 +340,8 @@ func layerPath(base string, loc []string) string {
 	return path
 }
 
-// schemaProperties lists the names the schema at schemaURL#<pointer>
-// declares in "properties", sorted: the keys a did-you-mean may offer.
-func schemaProperties(doc any, loc string) []string {
+// schemaAt is the schema object at schemaURL#<pointer> in doc, or nil.
+func schemaAt(doc any, loc string) map[string]any {
 	_, frag, _ := strings.Cut(loc, "#")
 	cur := doc
 	if frag != "" {
@@ -345,6 +368,12 @@ func schemaProperties(doc any, loc string) []string {
 		}
 	}
 	obj, _ := cur.(map[string]any)
+	return obj
+}
+
+// schemaProperties lists the names a schema object declares in
+// "properties", sorted: the keys a did-you-mean may offer.
+func schemaProperties(obj map[string]any) []string {
 	props, _ := obj["properties"].(map[string]any)
 	return sortedKeys(props)
 }

@@ -79,6 +79,12 @@ func TestPluginConfigSchema(t *testing.T) {
 		{"minItems", "", `plugins: { telegram: { config: { token: "t", allowedUsers: [], agentMapping: { default: "a1" } } } },`, func(t *testing.T, src string) []string {
 			return []string{at(t, src, `[]`) + `plugins.telegram.config.allowedUsers: minItems: got 0, want 1`}
 		}, false},
+		{"misspelt required key, where any key is allowed", "", `plugins: { telegram: { config: { token: "t", allowedUsers: [1], agentMapping: { defualt: "a1" } } } },`, func(t *testing.T, src string) []string {
+			return []string{at(t, src, `{ defualt`) + `plugins.telegram.config.agentMapping.default: missing required field "default" (is "defualt" a misspelling of it?)`}
+		}, false},
+		{"misspelt required key, once", "", `plugins: { telegram: { config: { tokn: "t", allowedUsers: [1], agentMapping: { default: "a1" } } } },`, func(t *testing.T, src string) []string {
+			return []string{at(t, src, `tokn`) + `plugins.telegram.config.tokn: unknown key "tokn" (did you mean "token"?)`}
+		}, false},
 		{"agent override typo", `pluginConfigs: { git: { timeot: 5 } },`, `plugins: { git: {} },`, func(t *testing.T, src string) []string {
 			return []string{at(t, src, "timeot") + `agents.a1.pluginConfigs.git.timeot: unknown key "timeot" (did you mean "timeout"?)`}
 		}, false},
