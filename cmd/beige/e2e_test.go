@@ -19,8 +19,8 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/beige-dev/beige/internal/llm/llmtest"
-	"github.com/beige-dev/beige/internal/sandbox"
-	"github.com/beige-dev/beige/internal/sandbox/sandboxtest"
+	"github.com/beige-dev/beige/internal/sandbox/docker"
+	"github.com/beige-dev/beige/internal/sandbox/docker/dockertest"
 )
 
 // e2e drives the real beige binary, as a user would.
@@ -41,22 +41,22 @@ func newE2E(t *testing.T) *e2e {
 // newE2EWith writes a config with the given providers and agent model.
 func newE2EWith(t *testing.T, providers, model string) *e2e {
 	t.Helper()
-	sandboxtest.RequireDocker(t)
-	e := &e2e{t: t, home: t.TempDir(), agent: "e2e-" + sandboxtest.Suffix()}
-	e.bin = sandboxtest.StaticBinary(t, "./cmd/beige")
-	helper := sandboxtest.HelperBinary(t)
+	dockertest.RequireDocker(t)
+	e := &e2e{t: t, home: t.TempDir(), agent: "e2e-" + dockertest.Suffix()}
+	e.bin = dockertest.StaticBinary(t, "./cmd/beige")
+	helper := dockertest.HelperBinary(t)
 	e.port = freePort(t)
 	cfg := fmt.Sprintf(`{
   llm: { providers: { %s } },
   agents: { %q: { model: %s, sandbox: { image: %q } } },
   gateway: { port: %d },
-}`, providers, e.agent, model, sandboxtest.Image(t), e.port)
+}`, providers, e.agent, model, dockertest.Image(t), e.port)
 	if err := os.WriteFile(filepath.Join(e.home, "config.json5"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	e.env = append(os.Environ(), "BEIGE_HOME="+e.home, "BEIGE_SANDBOX_BINARY="+helper,
-		"ANTHROPIC_API_KEY=canary-123", "BEIGE_SANDBOX_INSTANCE=e2e-"+sandboxtest.Suffix())
-	t.Cleanup(func() { sandboxtest.RemoveContainer(t, e.agent) })
+		"ANTHROPIC_API_KEY=canary-123", "BEIGE_SANDBOX_INSTANCE=e2e-"+dockertest.Suffix())
+	t.Cleanup(func() { dockertest.RemoveContainer(t, e.agent) })
 	return e
 }
 
@@ -124,8 +124,8 @@ func (e *e2e) exec(command string) (string, error) {
 
 func (e *e2e) containerID() string {
 	e.t.Helper()
-	c := sandboxtest.RequireDocker(e.t)
-	res, err := c.ContainerInspect(context.Background(), sandbox.ContainerName(e.agent), client.ContainerInspectOptions{})
+	c := dockertest.RequireDocker(e.t)
+	res, err := c.ContainerInspect(context.Background(), docker.ContainerName(e.agent), client.ContainerInspectOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -402,12 +402,12 @@ func mustReadFile(t *testing.T, p string) []byte {
 // waits for health, `status` describes it, `logs` shows its log, `stop`
 // stops it; `status` then says it does not run.
 func TestDaemon(t *testing.T) {
-	sandboxtest.RequireDocker(t)
-	bin := sandboxtest.StaticBinary(t, "./cmd/beige")
+	dockertest.RequireDocker(t)
+	bin := dockertest.StaticBinary(t, "./cmd/beige")
 	home := filepath.Join(t.TempDir(), "fresh-home")
 	port := freePort(t)
-	env := append(os.Environ(), "BEIGE_HOME="+home, "BEIGE_SANDBOX_BINARY="+sandboxtest.HelperBinary(t),
-		"ANTHROPIC_API_KEY=canary-123", "BEIGE_SANDBOX_INSTANCE=daemon-"+sandboxtest.Suffix())
+	env := append(os.Environ(), "BEIGE_HOME="+home, "BEIGE_SANDBOX_BINARY="+dockertest.HelperBinary(t),
+		"ANTHROPIC_API_KEY=canary-123", "BEIGE_SANDBOX_INSTANCE=daemon-"+dockertest.Suffix())
 	run := func(args ...string) (string, int) {
 		t.Helper()
 		cmd := exec.Command(bin, args...)
@@ -425,11 +425,11 @@ func TestDaemon(t *testing.T) {
 		t.Fatalf("setup: %d %s", code, out)
 	}
 	// Point the template at the test image and a free port; give the agent a unique name.
-	agent := "daemon-" + sandboxtest.Suffix()
+	agent := "daemon-" + dockertest.Suffix()
 	cfgPath := filepath.Join(home, "config.json5")
-	cfg := strings.NewReplacer("beige-sandbox:latest", sandboxtest.Image(t), "port: 7433", fmt.Sprintf("port: %d", port), "assistant:", fmt.Sprintf("%q:", agent)).Replace(string(mustReadFile(t, cfgPath)))
+	cfg := strings.NewReplacer("beige-sandbox:latest", dockertest.Image(t), "port: 7433", fmt.Sprintf("port: %d", port), "assistant:", fmt.Sprintf("%q:", agent)).Replace(string(mustReadFile(t, cfgPath)))
 	os.WriteFile(cfgPath, []byte(cfg), 0o600)
-	t.Cleanup(func() { sandboxtest.RemoveContainer(t, agent) })
+	t.Cleanup(func() { dockertest.RemoveContainer(t, agent) })
 
 	out, code := run("gateway", "start", "--timeout", "60")
 	t.Cleanup(func() { run("gateway", "stop") })

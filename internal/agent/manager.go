@@ -442,35 +442,18 @@ func (m *Manager) Compact(ctx context.Context, agent, sessionKey string) (*Compa
 	return c, err
 }
 
-// SessionInfo is one session of GET /api/agents/:name/sessions: the spec's
-// fields, then the original Beige's (sessionFile, sessionId, agentName,
-// firstMessage), for the scripts written against it.
-type SessionInfo struct {
-	ID        string `json:"id"` // the session key
-	File      string `json:"file"`
-	CreatedAt string `json:"createdAt"`
-	UpdatedAt string `json:"updatedAt"`
-
-	SessionFile string `json:"sessionFile"` // = File
-	SessionID   string `json:"sessionId"`   // the file's name without .jsonl
-	AgentName   string `json:"agentName"`
-	// FirstMessage is the text of the session's first user message, cut to
-	// 100 characters; "(session)" when there is none.
-	FirstMessage string `json:"firstMessage"`
-}
-
 // Sessions lists the sessions of agent from the session map, the most
 // recently updated first. UpdatedAt is the session file's modification
 // time.
-func (m *Manager) Sessions(ctx context.Context, agent string) ([]SessionInfo, error) {
+func (m *Manager) Sessions(ctx context.Context, agent string) ([]proto.SessionInfo, error) {
 	if _, err := m.setup(ctx, agent); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
-	var out []SessionInfo
+	var out []proto.SessionInfo
 	for key, e := range m.index {
 		if e.AgentName == agent {
-			out = append(out, SessionInfo{ID: key, File: e.SessionFile, CreatedAt: e.CreatedAt, UpdatedAt: e.CreatedAt,
+			out = append(out, proto.SessionInfo{ID: key, File: e.SessionFile, CreatedAt: e.CreatedAt, UpdatedAt: e.CreatedAt,
 				SessionFile: e.SessionFile, SessionID: sessionID(e.SessionFile), AgentName: agent})
 		}
 	}
@@ -482,14 +465,14 @@ func (m *Manager) Sessions(ctx context.Context, agent string) ([]SessionInfo, er
 		}
 		out[i].FirstMessage = firstMessage(out[i].File)
 	}
-	slices.SortFunc(out, func(a, b SessionInfo) int {
+	slices.SortFunc(out, func(a, b proto.SessionInfo) int {
 		if c := strings.Compare(b.UpdatedAt, a.UpdatedAt); c != 0 {
 			return c
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
 	if out == nil {
-		out = []SessionInfo{}
+		out = []proto.SessionInfo{}
 	}
 	return out, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/llm/llmtest"
+	"github.com/beige-dev/beige/internal/proto"
 )
 
 // sessionLines reads a session file as decoded JSON lines; every line must parse.
@@ -232,7 +233,7 @@ func TestSessionMapAndList(t *testing.T) {
 	if len(list) != 2 {
 		t.Fatalf("list %+v", list)
 	}
-	ids := map[string]SessionInfo{}
+	ids := map[string]proto.SessionInfo{}
 	for _, s := range list {
 		ids[s.ID] = s
 		if s.File != m[s.ID].SessionFile || s.CreatedAt != m[s.ID].CreatedAt || millis(s.UpdatedAt) < millis(s.CreatedAt) {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/beige-dev/beige/internal/proto"
 )
 
 // TestSessionsListBothFieldSets reads the sessions list the way two kinds of
@@ -25,7 +27,7 @@ func TestSessionsListBothFieldSets(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, err := json.Marshal(struct {
-		Sessions []SessionInfo `json:"sessions"`
+		Sessions []proto.SessionInfo `json:"sessions"`
 	}{list})
 	if err != nil {
 		t.Fatal(err)

@@ -159,6 +159,7 @@ $BEIGE_HOME/config.json5 unless -c says otherwise.`,
 		a.gatewayCommand(),
 		a.sandboxCommand(),
 		a.tuiCommand(),
+		a.pluginsCommand(),
 	)
 	a.registerCompletions(root)
 	return root

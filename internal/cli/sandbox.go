@@ -9,9 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	sandboximage "github.com/beige-dev/beige/sandbox"
-
-	"github.com/beige-dev/beige/internal/sandbox"
+	"github.com/beige-dev/beige/internal/sandbox/docker"
+	"github.com/beige-dev/beige/sandboximage"
 )
 
 // DefaultImage is the tag `beige sandbox build` gives the default image.
@@ -29,7 +28,7 @@ func (a *app) sandboxCommand() *cobra.Command {
 		Short: "Build the default sandbox image (Deno, Node.js, curl, jq; no git, no secrets)",
 		Long: `Build builds the default sandbox image through the Docker engine (DOCKER_HOST
 is honoured) and prints the build's progress. The Dockerfile is built into
-beige (it is sandbox/Dockerfile in the source); --dir builds another folder.
+beige (it is sandboximage/Dockerfile in the source); --dir builds another folder.
 
 The build pulls its base images (debian:bookworm-slim, denoland/deno), so
 the engine must reach a registry. On a machine that cannot, --busybox makes
@@ -43,7 +42,7 @@ Sandboxes whose image changed are recreated at the next gateway start.`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			d, err := sandbox.NewDocker(sandbox.DockerOptions{})
+			d, err := docker.New(docker.Options{})
 			if err != nil {
 				return exitf(ExitFailure, "connect to the Docker engine: %v", err)
 			}
@@ -52,9 +51,9 @@ Sandboxes whose image changed are recreated at the next gateway start.`,
 				return exitf(ExitFailure, "the Docker engine does not answer (is dockerd running? DOCKER_HOST=%q): %v", os.Getenv("DOCKER_HOST"), err)
 			}
 			if busybox {
-				fmt.Fprintf(a.streams.Err, "making %s from %s\n", tag, sandbox.BusyboxPath)
+				fmt.Fprintf(a.streams.Err, "making %s from %s\n", tag, docker.BusyboxPath)
 				if err := d.ImportBusybox(ctx, tag); err != nil {
-					if errors.Is(err, sandbox.ErrNoBusybox) {
+					if errors.Is(err, docker.ErrNoBusybox) {
 						return exitf(ExitFailure, "%v (apt-get install busybox-static)", err)
 					}
 					return exitf(ExitFailure, "%v", err)

@@ -3,7 +3,9 @@
 // calls, the streaming LLM proxy and the session hooks. It also holds
 // RemoteModel and RemoteTools, the agent.Model and agent.Tools that run the
 // agent loop in another process through that API, so that the process
-// holds no API key and reaches no sandbox itself.
+// holds no API key and reaches no sandbox itself. It takes the wire types
+// from internal/proto and internal/proto/llmproto, never from the server
+// (internal/deptest checks it).
 package client
 
 import (
@@ -20,9 +22,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/beige-dev/beige/internal/agent"
-	"github.com/beige-dev/beige/internal/httpapi"
 	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/proto/llmproto"
 )
 
 // DefaultURL is the gateway's default address.
@@ -224,9 +225,9 @@ func (c *Client) Agents(ctx context.Context) ([]proto.AgentInfo, error) {
 
 // Models returns GET /api/agents/:name/models: the agent's primary model
 // first, then its fallbacks.
-func (c *Client) Models(ctx context.Context, agentName string) ([]httpapi.AgentModel, error) {
+func (c *Client) Models(ctx context.Context, agentName string) ([]llmproto.AgentModel, error) {
 	var out struct {
-		Models []httpapi.AgentModel `json:"models"`
+		Models []llmproto.AgentModel `json:"models"`
 	}
 	if err := c.getJSON(ctx, http.MethodGet, agentPath(agentName, "/models"), nil, &out); err != nil {
 		return nil, err
@@ -236,9 +237,9 @@ func (c *Client) Models(ctx context.Context, agentName string) ([]httpapi.AgentM
 
 // Sessions returns GET /api/agents/:name/sessions: the gateway's sessions
 // of the agent.
-func (c *Client) Sessions(ctx context.Context, agentName string) ([]agent.SessionInfo, error) {
+func (c *Client) Sessions(ctx context.Context, agentName string) ([]proto.SessionInfo, error) {
 	var out struct {
-		Sessions []agent.SessionInfo `json:"sessions"`
+		Sessions []proto.SessionInfo `json:"sessions"`
 	}
 	if err := c.getJSON(ctx, http.MethodGet, agentPath(agentName, "/sessions"), nil, &out); err != nil {
 		return nil, err
@@ -256,8 +257,8 @@ func (c *Client) Exec(ctx context.Context, agentName string, req proto.ExecReque
 
 // Session hook names of SessionHook.
 const (
-	HookSessionCreated  = httpapi.HookSessionCreated
-	HookSessionDisposed = httpapi.HookSessionDisposed
+	HookSessionCreated  = proto.HookSessionCreated
+	HookSessionDisposed = proto.HookSessionDisposed
 )
 
 // SessionHook fires a session hook (HookSessionCreated or
@@ -267,7 +268,7 @@ func (c *Client) SessionHook(ctx context.Context, agentName, hook, sessionKey st
 	if hook != HookSessionCreated && hook != HookSessionDisposed {
 		return fmt.Errorf("client: unknown session hook %q", hook)
 	}
-	body := httpapi.SessionHookRequest{SessionKey: sessionKey, Channel: Channel}
+	body := proto.SessionHookRequest{SessionKey: sessionKey, Channel: Channel}
 	return c.getJSON(ctx, http.MethodPost, agentPath(agentName, "/hooks/"+hook), body, nil)
 }
 

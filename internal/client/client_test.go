@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/beige-dev/beige/internal/agent"
 	"github.com/beige-dev/beige/internal/httpapi"
 	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/proto/llmproto"
 )
 
 // stub is a Backend for the real httpapi.Server: the client is tested
@@ -23,7 +23,7 @@ import (
 type stub struct {
 	mu      sync.Mutex
 	execs   []proto.ExecRequest
-	chats   []httpapi.ChatStreamRequest
+	chats   []llmproto.ChatStreamRequest
 	hooks   []string
 	health  proto.Health
 	stream  func(ctx context.Context, emit func(llm.Event)) error
@@ -56,11 +56,11 @@ func (s *stub) Exec(ctx context.Context, a string, req proto.ExecRequest) (proto
 	return proto.TextResult("Exit code: 0\nhello", false), nil
 }
 
-func (s *stub) Models(ctx context.Context, a string) ([]httpapi.AgentModel, error) {
+func (s *stub) Models(ctx context.Context, a string) ([]llmproto.AgentModel, error) {
 	if a != "assistant" {
 		return nil, proto.Errorf(http.StatusNotFound, "unknown agent %q", a)
 	}
-	return []httpapi.AgentModel{
+	return []llmproto.AgentModel{
 		{Model: llm.Model{ID: "m1", Provider: "anthropic", API: llm.APIAnthropicMessages, ContextWindow: 1000}},
 		{Model: llm.Model{ID: "m2", Provider: "openai"}, ThinkingLevel: "low"},
 	}, nil
@@ -70,26 +70,26 @@ func (s *stub) Prompt(ctx context.Context, a string, req proto.PromptRequest) (p
 	return proto.PromptResponse{}, nil
 }
 
-func (s *stub) Sessions(ctx context.Context, a string) ([]agent.SessionInfo, error) {
-	return []agent.SessionInfo{{ID: "tui:assistant:default"}}, nil
+func (s *stub) Sessions(ctx context.Context, a string) ([]proto.SessionInfo, error) {
+	return []proto.SessionInfo{{ID: "tui:assistant:default"}}, nil
 }
 
-func (s *stub) ChatStream(ctx context.Context, req httpapi.ChatStreamRequest, emit func(llm.Event)) error {
+func (s *stub) ChatStream(ctx context.Context, req llmproto.ChatStreamRequest, emit func(llm.Event)) error {
 	s.mu.Lock()
 	s.chats = append(s.chats, req)
 	s.mu.Unlock()
 	return s.stream(ctx, emit)
 }
 
-func (s *stub) PrePromptHook(ctx context.Context, a string, req httpapi.PrePromptRequest) (httpapi.PrePromptResponse, error) {
-	return httpapi.PrePromptResponse{Message: req.Message}, nil
+func (s *stub) PrePromptHook(ctx context.Context, a string, req proto.PrePromptRequest) (proto.PrePromptResponse, error) {
+	return proto.PrePromptResponse{Message: req.Message}, nil
 }
 
-func (s *stub) PostResponseHook(ctx context.Context, a string, req httpapi.PostResponseRequest) (httpapi.PostResponseResponse, error) {
-	return httpapi.PostResponseResponse{Response: req.Response}, nil
+func (s *stub) PostResponseHook(ctx context.Context, a string, req proto.PostResponseRequest) (proto.PostResponseResponse, error) {
+	return proto.PostResponseResponse{Response: req.Response}, nil
 }
 
-func (s *stub) SessionHook(ctx context.Context, a, hook string, req httpapi.SessionHookRequest) error {
+func (s *stub) SessionHook(ctx context.Context, a, hook string, req proto.SessionHookRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.hooks = append(s.hooks, a+" "+hook+" "+req.SessionKey+" "+req.Channel)
@@ -188,7 +188,7 @@ func TestUnreachable(t *testing.T) {
 	if err.Error() != want {
 		t.Errorf("%q, want %q", err, want)
 	}
-	_, err = New(addr, nil).ChatStream(context.Background(), httpapi.ChatStreamRequest{}, nil)
+	_, err = New(addr, nil).ChatStream(context.Background(), llmproto.ChatStreamRequest{}, nil)
 	if !IsUnreachable(err) {
 		t.Errorf("stream: %v", err)
 	}
@@ -253,7 +253,7 @@ func TestChatStreamDeliversEventsAsTheyCome(t *testing.T) {
 	c := New(srv.URL, &Options{Token: "tok"})
 	var types []string
 	var fallback llm.Event
-	msg, err := c.ChatStream(context.Background(), httpapi.ChatStreamRequest{
+	msg, err := c.ChatStream(context.Background(), llmproto.ChatStreamRequest{
 		Provider: "anthropic", ModelID: "m1", Context: userContext("hi"), AgentName: "assistant", SessionKey: "tui:assistant:default",
 	}, func(ev llm.Event) {
 		types = append(types, string(ev.Type))
@@ -286,7 +286,7 @@ func TestChatStreamDeliversEventsAsTheyCome(t *testing.T) {
 func TestChatStreamFailures(t *testing.T) {
 	s, srv := newServer(t, "")
 	c := New(srv.URL, nil)
-	req := httpapi.ChatStreamRequest{Provider: "anthropic", ModelID: "m1", Context: userContext("hi"), AgentName: "assistant"}
+	req := llmproto.ChatStreamRequest{Provider: "anthropic", ModelID: "m1", Context: userContext("hi"), AgentName: "assistant"}
 	ctx := context.Background()
 
 	// error event: the failed message and a *ModelError.
@@ -347,7 +347,7 @@ func TestChatStreamDroppedConnection(t *testing.T) {
 	}))
 	defer srv.Close()
 	var n int
-	msg, err := New(srv.URL, nil).ChatStream(context.Background(), httpapi.ChatStreamRequest{}, func(llm.Event) { n++ })
+	msg, err := New(srv.URL, nil).ChatStream(context.Background(), llmproto.ChatStreamRequest{}, func(llm.Event) { n++ })
 	if !errors.Is(err, ErrStreamCut) || n != 2 {
 		t.Errorf("%v after %d events", err, n)
 	}
@@ -360,7 +360,7 @@ func TestChatStreamDroppedConnection(t *testing.T) {
 		w.WriteHeader(200)
 	}))
 	defer srv2.Close()
-	msg, err = New(srv2.URL, nil).ChatStream(context.Background(), httpapi.ChatStreamRequest{}, nil)
+	msg, err = New(srv2.URL, nil).ChatStream(context.Background(), llmproto.ChatStreamRequest{}, nil)
 	if !errors.Is(err, ErrStreamCut) || msg != nil {
 		t.Errorf("empty: %v %+v", err, msg)
 	}
@@ -378,7 +378,7 @@ func TestChatStreamCancel(t *testing.T) {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	msg, err := New(srv.URL, nil).ChatStream(ctx, httpapi.ChatStreamRequest{}, func(ev llm.Event) {
+	msg, err := New(srv.URL, nil).ChatStream(ctx, llmproto.ChatStreamRequest{}, func(ev llm.Event) {
 		if ev.Type == llm.EventTextDelta {
 			cancel()
 		}

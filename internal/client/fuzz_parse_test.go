@@ -9,8 +9,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/beige-dev/beige/internal/httpapi"
 	"github.com/beige-dev/beige/internal/llm"
+	"github.com/beige-dev/beige/internal/proto/llmproto"
 )
 
 // gatewayAnswer answers every request with one response, without a
@@ -61,7 +61,7 @@ func FuzzChatStream(f *testing.F) {
 		code := int(status)%500 + 100
 		c := New("http://gateway.invalid", &Options{HTTPClient: &http.Client{Transport: gatewayAnswer{code, body}}})
 		events := 0
-		msg, err := c.ChatStream(context.Background(), httpapi.ChatStreamRequest{Provider: "p", ModelID: "m"}, func(llm.Event) { events++ })
+		msg, err := c.ChatStream(context.Background(), llmproto.ChatStreamRequest{Provider: "p", ModelID: "m"}, func(llm.Event) { events++ })
 		if lines := bytes.Count(body, []byte("\n")) + 1; events > lines {
 			t.Fatalf("%d events from %d lines", events, lines)
 		}

@@ -8,9 +8,9 @@ import (
 	"net/http"
 
 	"github.com/beige-dev/beige/internal/agent"
-	"github.com/beige-dev/beige/internal/httpapi"
 	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/proto/llmproto"
 	"github.com/beige-dev/beige/internal/tools"
 )
 
@@ -26,12 +26,12 @@ type RemoteModel struct {
 	client *Client
 	agent  string
 	model  llm.Model
-	opts   *httpapi.ChatOptions
+	opts   *llmproto.ChatOptions
 }
 
 // NewRemoteModel returns the model m (one of agentName's, as GET
 // /api/agents/:name/models lists them) of the gateway c. opts may be nil.
-func NewRemoteModel(c *Client, agentName string, m llm.Model, opts *httpapi.ChatOptions) *RemoteModel {
+func NewRemoteModel(c *Client, agentName string, m llm.Model, opts *llmproto.ChatOptions) *RemoteModel {
 	return &RemoteModel{client: c, agent: agentName, model: m, opts: opts}
 }
 
@@ -42,7 +42,7 @@ func (m *RemoteModel) Info() llm.Model { return m.model }
 // for (agent.SessionFromContext) and returns the reply; see
 // Client.ChatStream for the errors.
 func (m *RemoteModel) Stream(ctx context.Context, c llm.Context, emit func(llm.Event)) (*llm.AssistantMessage, error) {
-	req := httpapi.ChatStreamRequest{
+	req := llmproto.ChatStreamRequest{
 		Provider: m.model.Provider, ModelID: m.model.ID, Context: c,
 		Options: m.opts, AgentName: m.agent,
 		Partial: new(bool), // the deltas are enough: Client.ChatStream rebuilds the message

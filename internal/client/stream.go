@@ -10,8 +10,8 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/beige-dev/beige/internal/httpapi"
 	"github.com/beige-dev/beige/internal/llm"
+	"github.com/beige-dev/beige/internal/proto/llmproto"
 )
 
 // maxEventLine bounds one NDJSON line of the stream (a done event carries
@@ -58,7 +58,7 @@ var ErrStreamCut = errors.New("client: the gateway's stream ended before the rep
 // event), a *BlockedError (blocked event), an *Error (the gateway refused
 // the request), an *UnreachableError, or one wrapping ctx.Err() when ctx
 // ended, or ErrStreamCut when the connection dropped.
-func (c *Client) ChatStream(ctx context.Context, req httpapi.ChatStreamRequest, onEvent func(llm.Event)) (*llm.AssistantMessage, error) {
+func (c *Client) ChatStream(ctx context.Context, req llmproto.ChatStreamRequest, onEvent func(llm.Event)) (*llm.AssistantMessage, error) {
 	const path = "/api/chat/stream"
 	resp, err := c.do(ctx, http.MethodPost, path, req, "application/x-ndjson")
 	if err != nil {

@@ -91,9 +91,9 @@ type Plugin struct {
 	// Config is the plugin's configuration, deep-merged with each agent's
 	// pluginConfigs entry (arrays are replaced, not merged).
 	Config map[string]any `json:"config"`
-	// Source is where the original Beige's `plugins install` fetched the
-	// plugin from ("npm:...", "github:..."); kept so that such configs
-	// load, and not used.
+	// Source is where `beige plugins install` fetched the plugin from
+	// ("npm:...", "github:...", a folder); `beige plugins update` fetches
+	// it again from there. The gateway does not use it.
 	Source string `json:"_source"`
 
 	// Manifest is the plugin.json read from Path (nil for built-in plugins

@@ -22,7 +22,8 @@ import (
 	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/egress"
 	"github.com/beige-dev/beige/internal/sandbox"
-	"github.com/beige-dev/beige/internal/sandbox/sandboxtest"
+	"github.com/beige-dev/beige/internal/sandbox/docker"
+	"github.com/beige-dev/beige/internal/sandbox/docker/dockertest"
 )
 
 // world is the outside world of a Docker test: the proxy resolves the test
@@ -64,9 +65,9 @@ var pub = netip.MustParseAddr("93.184.215.14")
 // and the HTTPS test server's CA at /workspace/ca.pem.
 func startProxied(t testing.TB, network string, allow []string, httpSrv, httpsSrv *httptest.Server, tweak ...func(*egress.Options, *world)) *dockerEnv {
 	t.Helper()
-	rt := sandboxtest.NewRuntime(t, sandbox.DockerOptions{})
-	netclient := sandboxtest.StaticBinary(t, "./internal/egress/testdata/netclient")
-	spec := sandboxtest.NewSpec(t, "egress")
+	rt := dockertest.NewRuntime(t, docker.Options{})
+	netclient := dockertest.StaticBinary(t, "./internal/egress/testdata/netclient")
+	spec := dockertest.NewSpec(t, "egress")
 	spec.Network = network
 	spec.ExtraMounts = []sandbox.Mount{{Source: netclient, Target: "/opt/netclient", ReadOnly: true}}
 	if err := os.MkdirAll(spec.SocketDir, 0o700); err != nil {
@@ -293,7 +294,7 @@ func TestOtherAgentUnreachable(t *testing.T) {
 // or skips the test when there is none.
 func bridgeIP(t testing.TB) string {
 	t.Helper()
-	c := sandboxtest.RequireDocker(t)
+	c := dockertest.RequireDocker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	n, err := c.NetworkInspect(ctx, "bridge", client.NetworkInspectOptions{})

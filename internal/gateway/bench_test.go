@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/beige-dev/beige/internal/llm/llmtest"
-	"github.com/beige-dev/beige/internal/sandbox/sandboxtest"
+	"github.com/beige-dev/beige/internal/sandbox/docker/dockertest"
 )
 
 // BenchmarkChatStream measures the LLM proxy, side by side in one run:
@@ -117,9 +117,9 @@ type gatewayProcess struct {
 // whose one agent, bench, uses srv as its provider.
 func startGatewayProcess(b *testing.B, srv *llmtest.Server) *gatewayProcess {
 	b.Helper()
-	bin := sandboxtest.StaticBinary(b, "./cmd/beige")
-	helper := sandboxtest.HelperBinary(b)
-	image := sandboxtest.Image(b)
+	bin := dockertest.StaticBinary(b, "./cmd/beige")
+	helper := dockertest.HelperBinary(b)
+	image := dockertest.Image(b)
 	home := b.TempDir()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -127,15 +127,15 @@ func startGatewayProcess(b *testing.B, srv *llmtest.Server) *gatewayProcess {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	agent := "bench-" + sandboxtest.Suffix()
+	agent := "bench-" + dockertest.Suffix()
 	cfg := fmt.Sprintf(`{ llm: { providers: { p: { api: "anthropic-messages", baseUrl: %q, apiKey: "k" } } },
   agents: { bench: { model: { provider: "p", model: "m" }, sandbox: { image: %q } } },
   gateway: { port: %d } }`, srv.URL(), image, port)
 	cfg = strings.Replace(cfg, "bench:", fmt.Sprintf("%q:", agent), 1)
 	os.WriteFile(filepath.Join(home, "config.json5"), []byte(cfg), 0o600)
-	b.Cleanup(func() { sandboxtest.RemoveContainer(b, agent) })
+	b.Cleanup(func() { dockertest.RemoveContainer(b, agent) })
 	cmd := exec.Command(bin, "gateway", "start", "--foreground", "--log-level", "warn")
-	cmd.Env = append(os.Environ(), "BEIGE_HOME="+home, "BEIGE_SANDBOX_BINARY="+helper, "BEIGE_SANDBOX_INSTANCE=bench-"+sandboxtest.Suffix())
+	cmd.Env = append(os.Environ(), "BEIGE_HOME="+home, "BEIGE_SANDBOX_BINARY="+helper, "BEIGE_SANDBOX_INSTANCE=bench-"+dockertest.Suffix())
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}

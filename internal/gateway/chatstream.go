@@ -10,6 +10,7 @@ import (
 	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/plugin"
 	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/proto/llmproto"
 	"github.com/beige-dev/beige/internal/routing"
 )
 
@@ -22,7 +23,7 @@ var (
 // proxy for clients without keys (the terminal client). The model must be
 // one of the agent's; the agent's other models are its fallbacks. The
 // prePrompt and postResponse hooks run here, and every attempt is audited.
-func (g *Gateway) ChatStream(ctx context.Context, req httpapi.ChatStreamRequest, emit func(llm.Event)) error {
+func (g *Gateway) ChatStream(ctx context.Context, req llmproto.ChatStreamRequest, emit func(llm.Event)) error {
 	if req.AgentName == "" {
 		return proto.Errorf(http.StatusBadRequest, `missing "agentName": the proxy serves an agent's models`)
 	}
@@ -127,7 +128,7 @@ func (g *Gateway) ChatStream(ctx context.Context, req httpapi.ChatStreamRequest,
 }
 
 // applyChatOptions applies a proxied request's options to a candidate.
-func applyChatOptions(c *routing.Candidate, ref config.ModelRef, o *httpapi.ChatOptions) {
+func applyChatOptions(c *routing.Candidate, ref config.ModelRef, o *llmproto.ChatOptions) {
 	if o == nil {
 		return
 	}
@@ -166,39 +167,39 @@ func joinRefs(refs []config.ModelRef) string {
 }
 
 // PrePromptHook implements httpapi.Hooker.
-func (g *Gateway) PrePromptHook(ctx context.Context, agentName string, req httpapi.PrePromptRequest) (httpapi.PrePromptResponse, error) {
+func (g *Gateway) PrePromptHook(ctx context.Context, agentName string, req proto.PrePromptRequest) (proto.PrePromptResponse, error) {
 	session, err := g.hookSession(agentName, req.SessionKey, req.Channel)
 	if err != nil {
-		return httpapi.PrePromptResponse{}, err
+		return proto.PrePromptResponse{}, err
 	}
 	ev := &plugin.PrePromptEvent{Agent: agentName, Session: session, Model: g.primaryModel(agentName), Prompt: req.Message}
 	if err := g.plugins.RunPrePrompt(ctx, ev); err != nil {
 		reason := err.Error()
-		return httpapi.PrePromptResponse{Message: req.Message, Block: true, Reason: &reason}, nil
+		return proto.PrePromptResponse{Message: req.Message, Block: true, Reason: &reason}, nil
 	}
-	return httpapi.PrePromptResponse{Message: ev.Prompt}, nil
+	return proto.PrePromptResponse{Message: ev.Prompt}, nil
 }
 
 // PostResponseHook implements httpapi.Hooker.
-func (g *Gateway) PostResponseHook(ctx context.Context, agentName string, req httpapi.PostResponseRequest) (httpapi.PostResponseResponse, error) {
+func (g *Gateway) PostResponseHook(ctx context.Context, agentName string, req proto.PostResponseRequest) (proto.PostResponseResponse, error) {
 	session, err := g.hookSession(agentName, req.SessionKey, req.Channel)
 	if err != nil {
-		return httpapi.PostResponseResponse{}, err
+		return proto.PostResponseResponse{}, err
 	}
 	ev := &plugin.PostResponseEvent{Agent: agentName, Session: session, Model: g.primaryModel(agentName), Response: req.Response}
 	if err := g.plugins.RunPostResponse(ctx, ev); err != nil {
-		return httpapi.PostResponseResponse{Response: req.Response, Block: true}, nil
+		return proto.PostResponseResponse{Response: req.Response, Block: true}, nil
 	}
-	return httpapi.PostResponseResponse{Response: ev.Response}, nil
+	return proto.PostResponseResponse{Response: ev.Response}, nil
 }
 
 // SessionHook implements httpapi.Hooker: session-created and session-disposed.
-func (g *Gateway) SessionHook(ctx context.Context, agentName, hook string, req httpapi.SessionHookRequest) error {
+func (g *Gateway) SessionHook(ctx context.Context, agentName, hook string, req proto.SessionHookRequest) error {
 	session, err := g.hookSession(agentName, req.SessionKey, req.Channel)
 	if err != nil {
 		return err
 	}
-	if hook == httpapi.HookSessionCreated {
+	if hook == proto.HookSessionCreated {
 		err = g.plugins.RunSessionCreated(ctx, &plugin.SessionCreatedEvent{Agent: agentName, Session: session})
 	} else {
 		err = g.plugins.RunSessionDisposed(ctx, &plugin.SessionDisposedEvent{Agent: agentName, Session: session})

@@ -17,8 +17,8 @@ import (
 	"github.com/beige-dev/beige/internal/home"
 	"github.com/beige-dev/beige/internal/plugin"
 	"github.com/beige-dev/beige/internal/proto"
-	"github.com/beige-dev/beige/internal/sandbox"
-	"github.com/beige-dev/beige/internal/sandbox/sandboxtest"
+	"github.com/beige-dev/beige/internal/sandbox/docker"
+	"github.com/beige-dev/beige/internal/sandbox/docker/dockertest"
 )
 
 // After the Docker engine restarts (its containers die with it), the next
@@ -28,15 +28,15 @@ import (
 // a clear error. The engine is a private dockerd the test starts; the
 // machine's engine is never touched.
 func TestGatewayRecoversFromEngineRestart(t *testing.T) {
-	eng := sandboxtest.StartEngine(t)
+	eng := dockertest.StartEngine(t)
 	image := eng.Image()
-	t.Setenv("DOCKER_HOST", eng.Host) // sandbox.NewDocker reads it
+	t.Setenv("DOCKER_HOST", eng.Host) // docker.New reads it
 
 	h := home.Home{Dir: t.TempDir()}
 	if _, err := h.Setup(); err != nil {
 		t.Fatal(err)
 	}
-	agent := "phoenix-" + sandboxtest.Suffix()
+	agent := "phoenix-" + dockertest.Suffix()
 	text := fmt.Sprintf("{ llm: { providers: { anthropic: { apiKey: 'k' } } }, agents: { %q: { model: { provider: 'anthropic', model: 'm' }, sandbox: { image: %q } } } }", agent, image)
 	path := filepath.Join(h.Dir, "config.json5")
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
@@ -47,7 +47,7 @@ func TestGatewayRecoversFromEngineRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs syncBuffer
-	rt, err := sandbox.NewDocker(sandbox.DockerOptions{Instance: "test-" + sandboxtest.Suffix()})
+	rt, err := docker.New(docker.Options{Instance: "test-" + dockertest.Suffix()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestGatewayRecoversFromEngineRestart(t *testing.T) {
 	g, err := Start(context.Background(), Options{
 		Home:         h,
 		Config:       cfg,
-		HelperBinary: sandboxtest.HelperBinary(t),
+		HelperBinary: dockertest.HelperBinary(t),
 		Runtime:      rt,
 		Addr:         "127.0.0.1:0",
 		Logger:       slog.New(slog.NewTextHandler(&logs, nil)),

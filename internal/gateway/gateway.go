@@ -35,6 +35,7 @@ import (
 	"github.com/beige-dev/beige/internal/redact"
 	"github.com/beige-dev/beige/internal/routing"
 	"github.com/beige-dev/beige/internal/sandbox"
+	"github.com/beige-dev/beige/internal/sandbox/docker"
 	"github.com/beige-dev/beige/internal/settings"
 	"github.com/beige-dev/beige/internal/tools"
 )
@@ -210,7 +211,7 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		// hash of $BEIGE_HOME, so that gateways of different homes on one
 		// engine never remove or take over each other's containers.
 		// BEIGE_SANDBOX_INSTANCE overrides it (tests).
-		d, err := sandbox.NewDocker(sandbox.DockerOptions{Logger: g.log.With("component", "sandbox"),
+		d, err := docker.New(docker.Options{Logger: g.log.With("component", "sandbox"),
 			Instance: os.Getenv("BEIGE_SANDBOX_INSTANCE"), Home: g.home.Dir})
 		if err != nil {
 			return nil, fmt.Errorf("connect to the Docker engine: %w", err)

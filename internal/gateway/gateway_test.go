@@ -19,8 +19,8 @@ import (
 	"github.com/beige-dev/beige/internal/home"
 	"github.com/beige-dev/beige/internal/plugin"
 	"github.com/beige-dev/beige/internal/proto"
-	"github.com/beige-dev/beige/internal/sandbox"
-	"github.com/beige-dev/beige/internal/sandbox/sandboxtest"
+	"github.com/beige-dev/beige/internal/sandbox/docker"
+	"github.com/beige-dev/beige/internal/sandbox/docker/dockertest"
 )
 
 // testGateway is a gateway started in-process on a free port with real
@@ -40,7 +40,7 @@ func (g *testGateway) restart(t *testing.T) {
 	g.Shutdown(context.Background())
 	g.opts.Runtime.Close() // as a stopped process's would be
 	opts := g.opts
-	opts.Runtime = sandboxtest.NewRuntime(t, sandbox.DockerOptions{Instance: g.instance})
+	opts.Runtime = dockertest.NewRuntime(t, docker.Options{Instance: g.instance})
 	ng, err := Start(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -86,8 +86,8 @@ func startGatewayWith(t testing.TB, s gatewaySetup) *testGateway {
 // without starting it (g.Gateway is nil).
 func setUpGateway(t testing.TB, s gatewaySetup) *testGateway {
 	t.Helper()
-	sandboxtest.RequireDocker(t)
-	image := sandboxtest.Image(t)
+	dockertest.RequireDocker(t)
+	image := dockertest.Image(t)
 	h := home.Home{Dir: t.TempDir()}
 	if _, err := h.Setup(); err != nil {
 		t.Fatal(err)
@@ -102,10 +102,10 @@ func setUpGateway(t testing.TB, s gatewaySetup) *testGateway {
 	}
 	fmt.Fprintf(&b, "{ llm: { providers: { %s } }, plugins: { %s }, agents: {\n", s.providers, s.plugins)
 	for _, n := range s.names {
-		a := n + "-" + sandboxtest.Suffix()
+		a := n + "-" + dockertest.Suffix()
 		agents = append(agents, a)
 		fmt.Fprintf(&b, "  %q: { model: %s, sandbox: { image: %q, %s }, %s },\n", a, s.model, image, s.sandbox[n], s.extra[n])
-		t.Cleanup(func() { sandboxtest.RemoveContainer(t, a) })
+		t.Cleanup(func() { dockertest.RemoveContainer(t, a) })
 	}
 	b.WriteString("} }")
 	text := b.String()
@@ -124,12 +124,12 @@ func setUpGateway(t testing.TB, s gatewaySetup) *testGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	instance := "test-" + sandboxtest.Suffix()
+	instance := "test-" + dockertest.Suffix()
 	opts := Options{
 		Home:         h,
 		Config:       cfg,
-		HelperBinary: sandboxtest.HelperBinary(t),
-		Runtime:      sandboxtest.NewRuntime(t, sandbox.DockerOptions{Instance: instance}),
+		HelperBinary: dockertest.HelperBinary(t),
+		Runtime:      dockertest.NewRuntime(t, docker.Options{Instance: instance}),
 		Addr:         "127.0.0.1:0",
 	}
 	if s.options != nil {

@@ -5,9 +5,9 @@ import (
 	"net/http"
 
 	"github.com/beige-dev/beige/internal/config"
-	"github.com/beige-dev/beige/internal/httpapi"
 	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/proto/llmproto"
 )
 
 // newCatalogue returns the built-in model catalogue with the config's own
@@ -41,15 +41,15 @@ func (g *Gateway) modelInfo(ref config.ModelRef) llm.Model {
 }
 
 // Models implements httpapi.Backend: the agent's primary and fallback models.
-func (g *Gateway) Models(ctx context.Context, agent string) ([]httpapi.AgentModel, error) {
+func (g *Gateway) Models(ctx context.Context, agent string) ([]llmproto.AgentModel, error) {
 	a, ok := g.agents[agent]
 	if !ok {
 		return nil, proto.Errorf(http.StatusNotFound, "unknown agent %q", agent)
 	}
 	refs := a.models()
-	out := make([]httpapi.AgentModel, len(refs))
+	out := make([]llmproto.AgentModel, len(refs))
 	for i, ref := range refs {
-		out[i] = httpapi.AgentModel{Model: g.modelInfo(ref), ThinkingLevel: ref.ThinkingLevel}
+		out[i] = llmproto.AgentModel{Model: g.modelInfo(ref), ThinkingLevel: ref.ThinkingLevel}
 	}
 	return out, nil
 }

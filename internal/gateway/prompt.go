@@ -102,7 +102,7 @@ func (g *Gateway) Prompt(ctx context.Context, agentName string, req proto.Prompt
 }
 
 // Sessions implements httpapi.Backend: GET /api/agents/:name/sessions.
-func (g *Gateway) Sessions(ctx context.Context, agentName string) ([]agent.SessionInfo, error) {
+func (g *Gateway) Sessions(ctx context.Context, agentName string) ([]proto.SessionInfo, error) {
 	s, err := g.manager.Sessions(ctx, agentName)
 	if errors.Is(err, agent.ErrUnknownAgent) {
 		return nil, proto.Errorf(http.StatusNotFound, "unknown agent %q", agentName)

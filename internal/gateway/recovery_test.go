@@ -10,7 +10,8 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/beige-dev/beige/internal/sandbox"
-	"github.com/beige-dev/beige/internal/sandbox/sandboxtest"
+	"github.com/beige-dev/beige/internal/sandbox/docker"
+	"github.com/beige-dev/beige/internal/sandbox/docker/dockertest"
 )
 
 // A sandbox killed, stopped or removed behind the gateway's back is
@@ -21,8 +22,8 @@ import (
 func TestSandboxRecoversFromFaults(t *testing.T) {
 	g := startGateway(t, "phoenix")
 	a := g.agents[0]
-	c := sandboxtest.RequireDocker(t)
-	name := sandbox.ContainerName(a)
+	c := dockertest.RequireDocker(t)
+	name := docker.ContainerName(a)
 	if text, isErr := g.tool(t, a, "exec", map[string]any{"command": "echo up"}); isErr || !strings.Contains(text, "up") {
 		t.Fatalf("first call: %q", text)
 	}

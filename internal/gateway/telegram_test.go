@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/beige-dev/beige/internal/channel/telegram/bottest"
 	"github.com/beige-dev/beige/internal/llm/llmtest"
-	"github.com/beige-dev/beige/internal/plugin/telegram/bottest"
 )
 
 // TestTelegramChannel runs the telegram plugin inside a real gateway

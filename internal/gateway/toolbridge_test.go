@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/beige-dev/beige/internal/audit"
-	"github.com/beige-dev/beige/internal/sandbox/sandboxtest"
+	"github.com/beige-dev/beige/internal/sandbox/docker/dockertest"
 )
 
 // lastRecord returns the newest audit record for agent and tool.
@@ -37,7 +37,7 @@ func requireGit(t *testing.T) {
 
 func TestGitThroughLaunchers(t *testing.T) {
 	requireGit(t)
-	rawframe := sandboxtest.StaticBinary(t, "./internal/gateway/testdata/rawframe")
+	rawframe := dockertest.StaticBinary(t, "./internal/gateway/testdata/rawframe")
 	g := startGatewayWith(t, gatewaySetup{
 		names:   []string{"gitter", "nogit"},
 		plugins: "git: {}",

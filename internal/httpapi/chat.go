@@ -3,127 +3,29 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"sync"
 
 	"github.com/beige-dev/beige/internal/llm"
+	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/proto/llmproto"
 )
-
-// ChatStreamRequest is the body of POST /api/chat/stream. Its own fields
-// and options are decoded strictly (a misspelt "modelId" or "maxTokens"
-// would otherwise silently change the call); the context is pi's and is
-// read leniently (see [llm.Context.UnmarshalJSON]): pi's clients send
-// fields such as a tool's label or a message's usage that do not change
-// what the model is sent.
-type ChatStreamRequest struct {
-	Provider   string       `json:"provider"`
-	ModelID    string       `json:"modelId"`
-	Context    llm.Context  `json:"context"`
-	Options    *ChatOptions `json:"options,omitempty"`
-	AgentName  string       `json:"agentName"`
-	SessionKey string       `json:"sessionKey,omitempty"`
-	// Partial false leaves the message so far out of the block events
-	// (start keeps it), for a client that rebuilds it from the deltas,
-	// as ours does: it is repeated in every event, so the stream's size
-	// grows with the square of the answer's. Nil or true sends it, as
-	// pi's clients need.
-	Partial *bool `json:"partial,omitempty"`
-}
-
-// ChatOptions are the request options of a proxied model call.
-type ChatOptions struct {
-	// Reasoning turns thinking on (at the model's configured thinking
-	// level, or medium), off, or to a level; nil keeps the configured one.
-	Reasoning   *Reasoning `json:"reasoning,omitempty"`
-	MaxTokens   int        `json:"maxTokens,omitempty"`
-	Temperature *float64   `json:"temperature,omitempty"`
-}
-
-// Reasoning is options.reasoning: a bool (our clients, pi before its
-// thinking levels) or one of pi's ThinkingLevel names, "minimal" to
-// "xhigh" (what pi sends when the user picks a level); "off" is false.
-type Reasoning struct {
-	// Level is the level asked for, or "" for true and false.
-	Level llm.ThinkingLevel
-	// On is whether thinking is asked for at all.
-	On bool
-}
-
-// UnmarshalJSON reads a bool or a level name.
-func (r *Reasoning) UnmarshalJSON(b []byte) error {
-	var on bool
-	if err := json.Unmarshal(b, &on); err == nil {
-		*r = Reasoning{On: on}
-		return nil
-	}
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return errors.New(`options.reasoning: want true, false or a thinking level (minimal, low, medium, high, xhigh)`)
-	}
-	l, err := llm.ParseThinkingLevel(s)
-	if err != nil || s == "" {
-		return fmt.Errorf(`options.reasoning: want true, false or a thinking level (minimal, low, medium, high, xhigh), got %q`, clipEcho(s))
-	}
-	if l == llm.ThinkingOff {
-		*r = Reasoning{}
-		return nil
-	}
-	*r = Reasoning{Level: l, On: true}
-	return nil
-}
-
-// MarshalJSON writes the level, or the bool when there is none.
-func (r Reasoning) MarshalJSON() ([]byte, error) {
-	if r.On && r.Level != "" {
-		return json.Marshal(string(r.Level))
-	}
-	return json.Marshal(r.On)
-}
 
 // Streamer is the optional part of a Backend that proxies model calls.
 type Streamer interface {
 	// ChatStream runs the model call, calling emit with each event. An
 	// error returned before the first emit is the request's error (a
 	// *proto.Error for bad input); after that, failures are error events.
-	ChatStream(ctx context.Context, req ChatStreamRequest, emit func(llm.Event)) error
+	ChatStream(ctx context.Context, req llmproto.ChatStreamRequest, emit func(llm.Event)) error
 }
 
 // Hooker is the optional part of a Backend that runs the hook endpoints.
 type Hooker interface {
-	PrePromptHook(ctx context.Context, agent string, req PrePromptRequest) (PrePromptResponse, error)
-	PostResponseHook(ctx context.Context, agent string, req PostResponseRequest) (PostResponseResponse, error)
-	SessionHook(ctx context.Context, agent, hook string, req SessionHookRequest) error
+	PrePromptHook(ctx context.Context, agent string, req proto.PrePromptRequest) (proto.PrePromptResponse, error)
+	PostResponseHook(ctx context.Context, agent string, req proto.PostResponseRequest) (proto.PostResponseResponse, error)
+	SessionHook(ctx context.Context, agent, hook string, req proto.SessionHookRequest) error
 }
-
-// Hook endpoint bodies, as http-api.md "Hook Endpoints".
-type (
-	PrePromptRequest struct {
-		Message    string `json:"message"`
-		SessionKey string `json:"sessionKey,omitempty"`
-		Channel    string `json:"channel,omitempty"`
-	}
-	PrePromptResponse struct {
-		Message string  `json:"message"`
-		Block   bool    `json:"block"`
-		Reason  *string `json:"reason"`
-	}
-	PostResponseRequest struct {
-		Response   string `json:"response"`
-		SessionKey string `json:"sessionKey,omitempty"`
-		Channel    string `json:"channel,omitempty"`
-	}
-	PostResponseResponse struct {
-		Response string `json:"response"`
-		Block    bool   `json:"block"`
-	}
-	SessionHookRequest struct {
-		SessionKey string `json:"sessionKey"`
-		Channel    string `json:"channel,omitempty"`
-	}
-)
 
 // Restarter is the optional part of a Backend that restarts the gateway.
 type Restarter interface {
@@ -153,19 +55,13 @@ type ModelPinner interface {
 	SetSessionModel(ctx context.Context, agent, sessionKey, provider, modelID string) error
 }
 
-// SessionModelRequest is the body of PATCH /api/agents/:name/sessions/:key/model.
-type SessionModelRequest struct {
-	Provider string `json:"provider"`
-	ModelID  string `json:"modelId"`
-}
-
 func (s *Server) sessionModel(w http.ResponseWriter, r *http.Request) {
 	mp, ok := s.backend.(ModelPinner)
 	if !ok {
 		s.notFound(w, r)
 		return
 	}
-	var req SessionModelRequest
+	var req proto.SessionModelRequest
 	if err := DecodeBody(r, &req); err != nil {
 		s.writeErr(w, r, err)
 		return
@@ -182,19 +78,13 @@ func (s *Server) sessionModel(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, http.StatusOK, map[string]string{"sessionKey": key, "provider": req.Provider, "modelId": req.ModelID})
 }
 
-// Session hook names of SessionHook.
-const (
-	HookSessionCreated  = "session-created"
-	HookSessionDisposed = "session-disposed"
-)
-
 func (s *Server) chatStream(w http.ResponseWriter, r *http.Request) {
 	st, ok := s.backend.(Streamer)
 	if !ok {
 		s.notFound(w, r)
 		return
 	}
-	var req ChatStreamRequest
+	var req llmproto.ChatStreamRequest
 	if err := DecodeBody(r, &req); err != nil {
 		s.writeErr(w, r, err)
 		return
@@ -263,7 +153,7 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
 	agent := r.PathValue("name")
 	switch hook := r.PathValue("hook"); hook {
 	case "pre-prompt":
-		var req PrePromptRequest
+		var req proto.PrePromptRequest
 		if err := DecodeBody(r, &req); err != nil {
 			s.writeErr(w, r, err)
 			return
@@ -275,7 +165,7 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
 		}
 		WriteJSON(w, http.StatusOK, res)
 	case "post-response":
-		var req PostResponseRequest
+		var req proto.PostResponseRequest
 		if err := DecodeBody(r, &req); err != nil {
 			s.writeErr(w, r, err)
 			return
@@ -286,8 +176,8 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		WriteJSON(w, http.StatusOK, res)
-	case HookSessionCreated, HookSessionDisposed:
-		var req SessionHookRequest
+	case proto.HookSessionCreated, proto.HookSessionDisposed:
+		var req proto.SessionHookRequest
 		if err := DecodeBody(r, &req); err != nil {
 			s.writeErr(w, r, err)
 			return

@@ -7,6 +7,7 @@ import (
 
 	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/proto/llmproto"
 )
 
 // TestChatStreamRequestDecoding is which chat/stream bodies are read and
@@ -18,14 +19,14 @@ func TestChatStreamRequestDecoding(t *testing.T) {
 	for _, tc := range []struct {
 		name, body string
 		err        string // "" for accepted
-		reasoning  *Reasoning
+		reasoning  *llmproto.Reasoning
 	}{
-		{"bool true", `{"provider":"p","modelId":"m",` + ctx + `,"options":{"reasoning":true}}`, "", &Reasoning{On: true}},
-		{"bool false", `{"provider":"p","modelId":"m",` + ctx + `,"options":{"reasoning":false}}`, "", &Reasoning{}},
+		{"bool true", `{"provider":"p","modelId":"m",` + ctx + `,"options":{"reasoning":true}}`, "", &llmproto.Reasoning{On: true}},
+		{"bool false", `{"provider":"p","modelId":"m",` + ctx + `,"options":{"reasoning":false}}`, "", &llmproto.Reasoning{}},
 		{"null", `{"provider":"p","modelId":"m",` + ctx + `,"options":{"reasoning":null}}`, "", nil},
-		{"level minimal", `{"provider":"p","modelId":"m",` + ctx + `,"options":{"reasoning":"minimal"}}`, "", &Reasoning{Level: llm.ThinkingMinimal, On: true}},
-		{"level xhigh", `{"provider":"p","modelId":"m",` + ctx + `,"options":{"reasoning":"xhigh"}}`, "", &Reasoning{Level: llm.ThinkingXHigh, On: true}},
-		{"level off", `{"provider":"p","modelId":"m",` + ctx + `,"options":{"reasoning":"off"}}`, "", &Reasoning{}},
+		{"level minimal", `{"provider":"p","modelId":"m",` + ctx + `,"options":{"reasoning":"minimal"}}`, "", &llmproto.Reasoning{Level: llm.ThinkingMinimal, On: true}},
+		{"level xhigh", `{"provider":"p","modelId":"m",` + ctx + `,"options":{"reasoning":"xhigh"}}`, "", &llmproto.Reasoning{Level: llm.ThinkingXHigh, On: true}},
+		{"level off", `{"provider":"p","modelId":"m",` + ctx + `,"options":{"reasoning":"off"}}`, "", &llmproto.Reasoning{}},
 		{"unknown level", `{"provider":"p","modelId":"m",` + ctx + `,"options":{"reasoning":"hgih"}}`, "options.reasoning", nil},
 		{"empty level", `{"provider":"p","modelId":"m",` + ctx + `,"options":{"reasoning":""}}`, "options.reasoning", nil},
 		{"number", `{"provider":"p","modelId":"m",` + ctx + `,"options":{"reasoning":1}}`, "options.reasoning", nil},
@@ -41,13 +42,13 @@ func TestChatStreamRequestDecoding(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := httptest.NewRequest("POST", "/api/chat/stream", strings.NewReader(tc.body))
-			var req ChatStreamRequest
+			var req llmproto.ChatStreamRequest
 			err := DecodeBody(r, &req)
 			if tc.err == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
 				}
-				var got *Reasoning
+				var got *llmproto.Reasoning
 				if req.Options != nil {
 					got = req.Options.Reasoning
 				}

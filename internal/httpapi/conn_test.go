@@ -19,6 +19,7 @@ import (
 
 	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/proto/llmproto"
 )
 
 // serve starts the API's http.Server as the gateway does, on a free port.
@@ -245,7 +246,7 @@ type streamer struct {
 	cancelled atomic.Bool
 }
 
-func (s *streamer) ChatStream(ctx context.Context, req ChatStreamRequest, emit func(llm.Event)) error {
+func (s *streamer) ChatStream(ctx context.Context, req llmproto.ChatStreamRequest, emit func(llm.Event)) error {
 	for i := range 15 {
 		select {
 		case <-ctx.Done():

@@ -10,16 +10,17 @@ import (
 	"unicode/utf8"
 
 	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/proto/llmproto"
 )
 
 // bodyKinds are the request bodies DecodeBody reads, by route.
 var bodyKinds = []func() any{
-	func() any { return new(proto.PromptRequest) }, // POST /api/agents/{name}/prompt
-	func() any { return new(ChatStreamRequest) },   // POST /api/chat/stream
-	func() any { return new(SessionModelRequest) }, // PATCH .../sessions/{key}/model
-	func() any { return new(PrePromptRequest) },    // POST .../hooks/pre-prompt
-	func() any { return new(PostResponseRequest) }, // POST .../hooks/post-response
-	func() any { return new(SessionHookRequest) },  // POST .../hooks/session-created|disposed
+	func() any { return new(proto.PromptRequest) },        // POST /api/agents/{name}/prompt
+	func() any { return new(llmproto.ChatStreamRequest) }, // POST /api/chat/stream
+	func() any { return new(proto.SessionModelRequest) },  // PATCH .../sessions/{key}/model
+	func() any { return new(proto.PrePromptRequest) },     // POST .../hooks/pre-prompt
+	func() any { return new(proto.PostResponseRequest) },  // POST .../hooks/post-response
+	func() any { return new(proto.SessionHookRequest) },   // POST .../hooks/session-created|disposed
 }
 
 func decodeBytes(body []byte, v any) error {

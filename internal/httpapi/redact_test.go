@@ -9,6 +9,7 @@ import (
 
 	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/proto/llmproto"
 )
 
 const secretURL = "https://alice:hunter2@proxy.example:8443/v1?key=AIzaSECRET&x=1#tok=FRAG"
@@ -23,8 +24,8 @@ func (leaky) Config(context.Context) proto.ConfigView {
 	return v
 }
 
-func (leaky) Models(context.Context, string) ([]AgentModel, error) {
-	return []AgentModel{{Model: llm.Model{ID: "m", Provider: "proxy", BaseURL: secretURL}}}, nil
+func (leaky) Models(context.Context, string) ([]llmproto.AgentModel, error) {
+	return []llmproto.AgentModel{{Model: llm.Model{ID: "m", Provider: "proxy", BaseURL: secretURL}}}, nil
 }
 
 // TestNoURLSecretsInResponses: GET /api/config and /models show a
@@ -112,7 +113,7 @@ func (failing) Exec(context.Context, string, proto.ExecRequest) (proto.ToolResul
 	return proto.ToolResult{}, proto.Errorf(502, "provider: %s", upstreamErr)
 }
 
-func (failing) ChatStream(ctx context.Context, req ChatStreamRequest, emit func(llm.Event)) error {
+func (failing) ChatStream(ctx context.Context, req llmproto.ChatStreamRequest, emit func(llm.Event)) error {
 	emit(llm.Event{Type: llm.EventError, Error: &llm.AssistantMessage{ErrorMessage: upstreamErr}})
 	return nil
 }

@@ -1,6 +1,8 @@
 // Package httpapi is the gateway's HTTP API (http-api.md): routing, the
 // DNS-rebinding guard, the browser (CSRF) guard, bearer-token auth, body
 // limits and JSON errors. It owns no state: every endpoint calls the Backend.
+// Its request and response bodies are in internal/proto and
+// internal/proto/llmproto, so that clients need not import this package.
 package httpapi
 
 import (
@@ -18,9 +20,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/beige-dev/beige/internal/agent"
-	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/proto/llmproto"
 )
 
 // MaxBodyBytes caps request bodies.
@@ -35,17 +36,11 @@ type Backend interface {
 	// an unknown agent one with 404.
 	Exec(ctx context.Context, agent string, req proto.ExecRequest) (proto.ToolResult, error)
 	// Models lists the agent's models (primary, then fallbacks) with metadata.
-	Models(ctx context.Context, agent string) ([]AgentModel, error)
+	Models(ctx context.Context, agent string) ([]llmproto.AgentModel, error)
 	// Prompt runs a prompt in a session and returns the final answer.
 	Prompt(ctx context.Context, agent string, req proto.PromptRequest) (proto.PromptResponse, error)
 	// Sessions lists an agent's saved sessions.
-	Sessions(ctx context.Context, agent string) ([]agent.SessionInfo, error)
-}
-
-// AgentModel is one entry of GET /api/agents/:name/models.
-type AgentModel struct {
-	llm.Model
-	ThinkingLevel string `json:"thinkingLevel"`
+	Sessions(ctx context.Context, agent string) ([]proto.SessionInfo, error)
 }
 
 // Options configures the server. Host is the configured gateway.host; it
@@ -310,7 +305,7 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	WriteJSON(w, http.StatusOK, struct {
-		Models []AgentModel `json:"models"`
+		Models []llmproto.AgentModel `json:"models"`
 	}{ms})
 }
 
@@ -339,9 +334,9 @@ func (s *Server) sessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if list == nil {
-		list = []agent.SessionInfo{}
+		list = []proto.SessionInfo{}
 	}
 	WriteJSON(w, http.StatusOK, struct {
-		Sessions []agent.SessionInfo `json:"sessions"`
+		Sessions []proto.SessionInfo `json:"sessions"`
 	}{list})
 }

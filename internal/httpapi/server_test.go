@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/beige-dev/beige/internal/agent"
 	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/proto/llmproto"
 	"github.com/beige-dev/beige/internal/tools"
 )
 
@@ -22,11 +22,11 @@ func (s *stub) Agents(context.Context) []proto.AgentInfo {
 	return []proto.AgentInfo{{Name: "assistant"}}
 }
 func (s *stub) Config(context.Context) proto.ConfigView { return proto.ConfigView{} }
-func (s *stub) Models(ctx context.Context, agent string) ([]AgentModel, error) {
+func (s *stub) Models(ctx context.Context, agent string) ([]llmproto.AgentModel, error) {
 	if agent != "assistant" {
 		return nil, proto.Errorf(http.StatusNotFound, "unknown agent %q", agent)
 	}
-	return []AgentModel{{Model: llm.Model{ID: "claude-sonnet-4-6", Input: []string{"text"}}, ThinkingLevel: "off"}}, nil
+	return []llmproto.AgentModel{{Model: llm.Model{ID: "claude-sonnet-4-6", Input: []string{"text"}}, ThinkingLevel: "off"}}, nil
 }
 
 func (s *stub) Prompt(ctx context.Context, agentName string, req proto.PromptRequest) (proto.PromptResponse, error) {
@@ -36,7 +36,7 @@ func (s *stub) Prompt(ctx context.Context, agentName string, req proto.PromptReq
 	return proto.PromptResponse{Response: "echo: " + req.Message}, nil
 }
 
-func (s *stub) Sessions(ctx context.Context, agentName string) ([]agent.SessionInfo, error) {
+func (s *stub) Sessions(ctx context.Context, agentName string) ([]proto.SessionInfo, error) {
 	return nil, nil
 }
 

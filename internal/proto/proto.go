@@ -1,7 +1,8 @@
 // Package proto holds the wire types shared by the gateway, the CLI, the
 // terminal client and the in-sandbox binaries: the HTTP API bodies, the
 // gateway socket frames and the session key format. It has no dependencies
-// beyond the standard library so that the small in-sandbox binary can use it.
+// beyond the standard library so that the small in-sandbox binary can use it;
+// the API bodies that carry internal/llm types are in internal/proto/llmproto.
 package proto
 
 import "strings"

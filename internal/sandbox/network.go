@@ -39,17 +39,3 @@ func ProxyEnv() map[string]string {
 		forwarder.ListenEnv: EgressProxyAddr,
 	}
 }
-
-// networkOf returns the engine's NetworkMode for spec.Network and the
-// env the mode adds (which wins over Spec.Env).
-func networkOf(spec Spec) (mode string, env map[string]string) {
-	switch spec.Network {
-	case "", NetworkProxy:
-		return "none", ProxyEnv()
-	case NetworkNone:
-		return "none", nil
-	case NetworkOpen, NetworkBridge:
-		return "bridge", nil
-	}
-	return spec.Network, nil
-}

@@ -1,7 +1,9 @@
-// Package sandbox owns the agents' containers: it creates, re-attaches,
-// recreates and removes one hardened container per agent, and runs commands
-// and file operations inside it, through a long-lived in-sandbox helper (the
-// fast path) or per-call exec (the fallback).
+// Package sandbox is the runtime-neutral side of the agents' sandboxes: the
+// Spec of one agent's container, the Sandbox, Freezer and Runtime interfaces,
+// exec requests and results, the paths inside every sandbox, the hardening
+// defaults and the network modes. It imports no container engine: the Docker
+// implementation is internal/sandbox/docker, and code that only runs
+// commands in a sandbox (tools, the agent loop) depends on this package alone.
 package sandbox
 
 import (
@@ -156,7 +158,7 @@ type Freezer interface {
 	Freeze(ctx context.Context) (thaw func(), err error)
 }
 
-// Runtime creates and tracks sandboxes. Docker is the one implementation
+// Runtime creates and tracks sandboxes. Docker (internal/sandbox/docker) is the one implementation
 // today; gVisor (through Spec.Runtime), remote engines and Kubernetes fit
 // behind the same interface.
 type Runtime interface {

@@ -12,9 +12,9 @@ import (
 
 	"github.com/beige-dev/beige/internal/agent"
 	"github.com/beige-dev/beige/internal/client"
-	"github.com/beige-dev/beige/internal/httpapi"
 	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/proto/llmproto"
 )
 
 // agentState is what the terminal knows of one agent: its entry of GET
@@ -22,7 +22,7 @@ import (
 // held by the root model and handed to each prompt through its context.
 type agentState struct {
 	info   proto.AgentInfo
-	models []httpapi.AgentModel
+	models []llmproto.AgentModel
 	model  llm.Model // the model the prompts ask for first
 }
 

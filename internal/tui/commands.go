@@ -10,10 +10,10 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
-	"github.com/beige-dev/beige/internal/agent"
 	"github.com/beige-dev/beige/internal/client"
-	"github.com/beige-dev/beige/internal/httpapi"
 	"github.com/beige-dev/beige/internal/llm"
+	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/proto/llmproto"
 )
 
 // helpText lists the commands. They are handled here and never sent to
@@ -36,10 +36,10 @@ A message that starts with / is sent to the model when it starts with //.`
 type commandMsg struct {
 	text   string
 	err    error
-	agent  *agentState          // switch to this agent
-	models []httpapi.AgentModel // fresh list of the agent's models
-	model  *llm.Model           // choose this model
-	key    string               // switch to this session
+	agent  *agentState           // switch to this agent
+	models []llmproto.AgentModel // fresh list of the agent's models
+	model  *llm.Model            // choose this model
+	key    string                // switch to this session
 	// used says the new session was started already (session-disposed
 	// is then due when leaving it).
 	used bool
@@ -191,7 +191,7 @@ func (m *model) listSessions() tea.Cmd {
 	}
 }
 
-func formatSessions(agentName, current string, list []agent.SessionInfo) string {
+func formatSessions(agentName, current string, list []proto.SessionInfo) string {
 	if len(list) == 0 {
 		return fmt.Sprintf("no terminal sessions of %s yet: the first message starts %s", agentName, current)
 	}
@@ -243,12 +243,12 @@ func (m *model) resume(arg string) tea.Cmd {
 
 // findSession finds arg — a number of the list, a session key, or a key
 // without its tui:<agent>: prefix — in list.
-func findSession(agentName, arg string, list []agent.SessionInfo) int {
+func findSession(agentName, arg string, list []proto.SessionInfo) int {
 	if n, err := strconv.Atoi(arg); err == nil && n >= 1 && n <= len(list) {
 		return n - 1
 	}
 	for _, k := range []string{arg, "tui:" + agentName + ":" + arg} {
-		if i := slices.IndexFunc(list, func(s agent.SessionInfo) bool { return s.ID == k }); i >= 0 {
+		if i := slices.IndexFunc(list, func(s proto.SessionInfo) bool { return s.ID == k }); i >= 0 {
 			return i
 		}
 	}
@@ -304,7 +304,7 @@ func (m *model) listModels() tea.Cmd {
 	}
 }
 
-func formatModels(agentName string, current llm.Model, models []httpapi.AgentModel) string {
+func formatModels(agentName string, current llm.Model, models []llmproto.AgentModel) string {
 	if len(models) == 0 {
 		return "the gateway lists no models for " + agentName
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/beige-dev/beige/internal/home"
 	"github.com/beige-dev/beige/internal/llm/llmtest"
 	"github.com/beige-dev/beige/internal/plugin"
-	"github.com/beige-dev/beige/internal/sandbox"
-	"github.com/beige-dev/beige/internal/sandbox/sandboxtest"
+	"github.com/beige-dev/beige/internal/sandbox/docker"
+	"github.com/beige-dev/beige/internal/sandbox/docker/dockertest"
 )
 
 // This file drives the real `beige tui` binary in a real terminal (tmux),
@@ -33,13 +33,13 @@ const (
 // is srv, a key that only the gateway knows, and an auth token.
 func startGateway(t *testing.T, srv *llmtest.Server) (url, agentName string) {
 	t.Helper()
-	image := sandboxtest.Image(t)
+	image := dockertest.Image(t)
 	h := home.Home{Dir: t.TempDir()}
 	if _, err := h.Setup(); err != nil {
 		t.Fatal(err)
 	}
-	agentName = "tui-" + sandboxtest.Suffix()
-	t.Cleanup(func() { sandboxtest.RemoveContainer(t, agentName) })
+	agentName = "tui-" + dockertest.Suffix()
+	t.Cleanup(func() { dockertest.RemoveContainer(t, agentName) })
 	cfgText := fmt.Sprintf(`{
   gateway: { authToken: %q },
   llm: { providers: { scripted: { api: "anthropic-messages", baseUrl: %q, apiKey: %q } } },
@@ -56,8 +56,8 @@ func startGateway(t *testing.T, srv *llmtest.Server) (url, agentName string) {
 	g, err := gateway.Start(context.Background(), gateway.Options{
 		Home:         h,
 		Config:       cfg,
-		HelperBinary: sandboxtest.HelperBinary(t),
-		Runtime:      sandboxtest.NewRuntime(t, sandbox.DockerOptions{Instance: "tui-" + sandboxtest.Suffix()}),
+		HelperBinary: dockertest.HelperBinary(t),
+		Runtime:      dockertest.NewRuntime(t, docker.Options{Instance: "tui-" + dockertest.Suffix()}),
 		Addr:         "127.0.0.1:0",
 	})
 	if err != nil {
@@ -80,7 +80,7 @@ func startTerminal(t *testing.T, env, argv []string, width, height int) *termina
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("tmux is not installed: this test drives beige tui in a real terminal with tmux (apt-get install tmux)")
 	}
-	tm := &terminal{t: t, socket: "beige-tui-test-" + sandboxtest.Suffix()}
+	tm := &terminal{t: t, socket: "beige-tui-test-" + dockertest.Suffix()}
 	var quoted []string
 	for _, a := range append(append([]string{"env", "-i"}, env...), argv...) {
 		quoted = append(quoted, "'"+strings.ReplaceAll(a, "'", `'\''`)+"'")
@@ -161,7 +161,7 @@ func TestTUIInATerminal(t *testing.T) {
 	}
 	srv := llmtest.NewAnthropic(t)
 	url, agentName := startGateway(t, srv)
-	bin := sandboxtest.StaticBinary(t, "./cmd/beige")
+	bin := dockertest.StaticBinary(t, "./cmd/beige")
 
 	// The terminal's own home and config: the same shape as the gateway's,
 	// but the key is only a ${VAR} that is not set here. The process gets
@@ -279,7 +279,7 @@ func TestTUIUnreachableGateway(t *testing.T) {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("tmux is not installed")
 	}
-	bin := sandboxtest.StaticBinary(t, "./cmd/beige")
+	bin := dockertest.StaticBinary(t, "./cmd/beige")
 	dir := t.TempDir()
 	env := []string{"HOME=" + dir, "BEIGE_HOME=" + dir, "TERM=xterm-256color", "PATH=/usr/bin:/bin"}
 	tm := startTerminal(t, env, []string{bin, "-g", "http://127.0.0.1:1", "tui"}, 100, 20)

@@ -21,13 +21,14 @@ import (
 	"github.com/beige-dev/beige/internal/httpapi"
 	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/proto/llmproto"
 )
 
 // gateway is a stub gateway behind the real HTTP API: scripted model
 // replies, exec results, and a record of every call.
 type gateway struct {
 	mu      sync.Mutex
-	chats   []httpapi.ChatStreamRequest
+	chats   []llmproto.ChatStreamRequest
 	execs   []proto.ExecRequest
 	hooks   []string
 	replies []func(ctx context.Context, emit func(llm.Event))
@@ -55,15 +56,15 @@ func (g *gateway) Exec(ctx context.Context, a string, req proto.ExecRequest) (pr
 	return proto.TextResult("Exit code: 0\ntotal 8\ndrwxr-xr-x 2 root root 4096 .\n-rw-r--r-- 1 root root 3 a.txt\n-rw-r--r-- 1 root root 3 b.txt\n-rw-r--r-- 1 root root 3 c.txt", false), nil
 }
 
-func (g *gateway) Models(ctx context.Context, a string) ([]httpapi.AgentModel, error) {
+func (g *gateway) Models(ctx context.Context, a string) ([]llmproto.AgentModel, error) {
 	switch a {
 	case "assistant":
-		return []httpapi.AgentModel{
+		return []llmproto.AgentModel{
 			{Model: llm.Model{ID: "m1", Name: "Model One", Provider: "anthropic", ContextWindow: 200000}},
 			{Model: llm.Model{ID: "m2", Provider: "anthropic"}},
 		}, nil
 	case "other":
-		return []httpapi.AgentModel{{Model: llm.Model{ID: "o1", Provider: "openai"}}}, nil
+		return []llmproto.AgentModel{{Model: llm.Model{ID: "o1", Provider: "openai"}}}, nil
 	}
 	return nil, proto.Errorf(http.StatusNotFound, "unknown agent %q", a)
 }
@@ -72,11 +73,11 @@ func (g *gateway) Prompt(ctx context.Context, a string, req proto.PromptRequest)
 	return proto.PromptResponse{}, errors.New("not here")
 }
 
-func (g *gateway) Sessions(ctx context.Context, a string) ([]agent.SessionInfo, error) {
+func (g *gateway) Sessions(ctx context.Context, a string) ([]proto.SessionInfo, error) {
 	return nil, nil
 }
 
-func (g *gateway) ChatStream(ctx context.Context, req httpapi.ChatStreamRequest, emit func(llm.Event)) error {
+func (g *gateway) ChatStream(ctx context.Context, req llmproto.ChatStreamRequest, emit func(llm.Event)) error {
 	g.mu.Lock()
 	g.chats = append(g.chats, req)
 	var reply func(ctx context.Context, emit func(llm.Event))
@@ -91,15 +92,15 @@ func (g *gateway) ChatStream(ctx context.Context, req httpapi.ChatStreamRequest,
 	return nil
 }
 
-func (g *gateway) PrePromptHook(ctx context.Context, a string, req httpapi.PrePromptRequest) (httpapi.PrePromptResponse, error) {
-	return httpapi.PrePromptResponse{Message: req.Message}, nil
+func (g *gateway) PrePromptHook(ctx context.Context, a string, req proto.PrePromptRequest) (proto.PrePromptResponse, error) {
+	return proto.PrePromptResponse{Message: req.Message}, nil
 }
 
-func (g *gateway) PostResponseHook(ctx context.Context, a string, req httpapi.PostResponseRequest) (httpapi.PostResponseResponse, error) {
-	return httpapi.PostResponseResponse{Response: req.Response}, nil
+func (g *gateway) PostResponseHook(ctx context.Context, a string, req proto.PostResponseRequest) (proto.PostResponseResponse, error) {
+	return proto.PostResponseResponse{Response: req.Response}, nil
 }
 
-func (g *gateway) SessionHook(ctx context.Context, a, hook string, req httpapi.SessionHookRequest) error {
+func (g *gateway) SessionHook(ctx context.Context, a, hook string, req proto.SessionHookRequest) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.hooks = append(g.hooks, hook+" "+req.SessionKey+" "+req.Channel)
@@ -118,7 +119,7 @@ func (g *gateway) chatCount() int {
 	return len(g.chats)
 }
 
-func (g *gateway) chat(i int) httpapi.ChatStreamRequest {
+func (g *gateway) chat(i int) llmproto.ChatStreamRequest {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.chats[i]
@@ -565,7 +566,7 @@ func TestRunErrors(t *testing.T) {
 }
 
 func TestHelpers(t *testing.T) {
-	list := []agent.SessionInfo{{ID: "tui:a:new"}, {ID: "tui:a:default"}, {ID: "other:key"}}
+	list := []proto.SessionInfo{{ID: "tui:a:new"}, {ID: "tui:a:default"}, {ID: "other:key"}}
 	for arg, want := range map[string]int{"1": 0, "2": 1, "default": 1, "tui:a:new": 0, "other:key": 2, "4": -1, "nope": -1} {
 		if got := findSession("a", arg, list); got != want {
 			t.Errorf("findSession(%q) = %d, want %d", arg, got, want)

@@ -4,6 +4,6 @@
 package builtin
 
 import (
-	_ "github.com/beige-dev/beige/internal/plugin/git"      // git
-	_ "github.com/beige-dev/beige/internal/plugin/telegram" // telegram
+	_ "github.com/beige-dev/beige/internal/channel/telegram" // telegram
+	_ "github.com/beige-dev/beige/internal/plugin/git"       // git
 )

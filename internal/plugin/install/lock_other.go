@@ -1,0 +1,5 @@
+//go:build !unix
+
+package install
+
+func (in *Installer) lock() (func(), error) { return func() {}, nil }

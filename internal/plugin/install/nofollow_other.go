@@ -1,0 +1,5 @@
+//go:build !unix
+
+package install
+
+const noFollow = 0
