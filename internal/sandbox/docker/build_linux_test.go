@@ -1,4 +1,4 @@
-package sandbox
+package docker
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func TestBuildImageProgressOnTerminal(t *testing.T) {
 `
 	got := make(chan string, 1)
 	go func() { b, _ := io.ReadAll(ptmx); got <- string(b) }()
-	if err := newDocker(f, DockerOptions{}).BuildImage(context.Background(), dir, "x:1", tty); err != nil {
+	if err := newDocker(f, Options{}).BuildImage(context.Background(), dir, "x:1", tty); err != nil {
 		t.Fatal(err)
 	}
 	tty.Close()
