@@ -561,6 +561,12 @@ func TestParseByteSize(t *testing.T) {
 		{"512", 512, true}, {"1k", 1024, true}, {"2g", 2 << 30, true}, {"2G", 2 << 30, true},
 		{"3gb", 3 << 30, true}, {"1.5m", 3 << 19, true}, {"1t", 1 << 40, true},
 		{"", 0, false}, {"g", 0, false}, {"-1g", 0, false}, {"lots", 0, false}, {"1x", 0, false}, {"inf", 0, false},
+		{"0", 0, true}, {"1048576", 1 << 20, true}, {"512b", 512, true}, {"1K", 1 << 10, true}, {"64mb", 64 << 20, true},
+		{"64MiB", 64 << 20, true}, {"3G", 3 << 30, true}, {" 2g ", 2 << 30, true}, {"1.5g", 3 << 29, true},
+		{"-1", 0, false}, {"0x10", 0, false}, {"1e3", 0, false}, {"1e3m", 0, false}, {"+5", 0, false}, {"NaN", 0, false},
+		{"5i", 0, false}, {".", 0, false}, {"1.2.3", 0, false},
+		// Too large for 63 bits: refused, not wrapped to a negative size.
+		{"99999999999999999999", 0, false}, {"9999999999t", 0, false}, {"8388608t", 0, false}, {"8388607t", 8388607 << 40, true},
 	}
 	for _, tc := range cases {
 		got, err := ParseByteSize(tc.in)
