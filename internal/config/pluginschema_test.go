@@ -9,11 +9,11 @@ import (
 	"testing"
 )
 
-// realManifest reads a built-in plugin's plugin.json from its package, so
-// that the tests check the schemas beige ships.
-func realManifest(t *testing.T, name string) *Manifest {
+// realManifest reads a built-in plugin's plugin.json from its package
+// (dir, under internal/), so that the tests check the schemas beige ships.
+func realManifest(t *testing.T, dir string) *Manifest {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "plugin", name, "plugin.json"))
+	data, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(dir), "plugin.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func at(t *testing.T, src, marker string) string {
 const telegramOK = `token: "t", allowedUsers: [1], agentMapping: { default: "a1" }`
 
 func TestPluginConfigSchema(t *testing.T) {
-	builtins := map[string]*Manifest{"telegram": realManifest(t, "telegram"), "git": realManifest(t, "git")}
+	builtins := map[string]*Manifest{"telegram": realManifest(t, "channel/telegram"), "git": realManifest(t, "plugin/git")}
 	cases := []struct {
 		name         string
 		agent, root  string
