@@ -63,6 +63,15 @@ ensure_tmux() {
 	fi
 }
 
+# ensure_promtool installs promtool (Debian's prometheus package), with
+# which the metrics tests check the /metrics exposition.
+ensure_promtool() {
+	if ! command -v promtool >/dev/null 2>&1; then
+		log "installing prometheus (for promtool)"
+		apt_install prometheus
+	fi
+}
+
 # The linters CI runs, pinned. A fresh machine has only Go and the module
 # proxy, so ensure_linters builds them (go install, into LINT_BIN) and puts
 # them first on PATH.

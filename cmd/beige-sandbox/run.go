@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/beige-dev/beige/internal/egress/forwarder"
+	"github.com/beige-dev/beige/internal/egress/trust"
 	"github.com/beige-dev/beige/internal/proto"
 	"github.com/beige-dev/beige/internal/sandbox/helper"
 	"github.com/beige-dev/beige/internal/toolclient"
@@ -35,6 +36,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "idle":
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+		trust.Install(stderr)                             // the combined CA bundle, when the egress CA is mounted
 		defer forwarder.StartFromEnv(os.Getenv, stderr)() // the egress forwarder, in the "proxy" network mode
 		return idle(sig)
 	case "serve":
@@ -57,6 +59,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprint(stderr, usage)
 			return 2
 		}
+		trust.Install(stderr) // as idle does, in case a call comes before idle wrote it
 		// Agent processes must not read, write or trace the helper through
 		// /proc/<pid> (its stdin and stdout carry every session's calls).
 		if err := helper.Harden(); err != nil {

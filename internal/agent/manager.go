@@ -96,6 +96,7 @@ type Manager struct {
 
 	closed  atomic.Bool
 	running sync.WaitGroup // prompts, from arrival to return
+	prompts atomic.Int64   // prompts running now, for Stats
 
 	mu       sync.Mutex
 	sessions map[string]*session // by agent + "\x00" + key
@@ -132,6 +133,15 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		dir: dir, agents: cfg.Agents, hooks: cfg.Hooks, log: log,
 		sessions: map[string]*session{}, index: index,
 	}, nil
+}
+
+// Stats counts the sessions open in memory and the prompts running now
+// (the beige_sessions_active and beige_prompts_active gauges).
+func (m *Manager) Stats() (sessions, prompts int) {
+	m.mu.Lock()
+	sessions = len(m.sessions)
+	m.mu.Unlock()
+	return sessions, int(m.prompts.Load())
 }
 
 // DefaultSessionKey is the session of POST /api/agents/:name/prompt when
@@ -199,6 +209,8 @@ func (m *Manager) Prompt(ctx context.Context, agent, sessionKey, message string,
 	}
 	var res *Result
 	err := m.withTurn(ctx, agent, sessionKey, func(pctx context.Context, setup *AgentSetup, conv *conversation) (err error) {
+		m.prompts.Add(1)
+		defer m.prompts.Add(-1)
 		res, err = m.prompt(pctx, agent, sessionKey, message, opts, setup, conv)
 		return err
 	})

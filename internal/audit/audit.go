@@ -143,6 +143,9 @@ type Options struct {
 	// Args and Error before the record is bounded and written (see
 	// internal/redact).
 	Redactor Redactor
+	// OnRecord, if set, is called after each record is written (the
+	// beige_audit_records_total counter).
+	OnRecord func()
 }
 
 // Redactor replaces secret values in text and in JSON (see redact.Redactor).
@@ -158,10 +161,11 @@ var ErrClosed = logfile.ErrClosed
 // each record is one write(2) of one whole line, under a mutex, on a file
 // opened with O_APPEND, so lines never interleave. It does not fsync.
 type Logger struct {
-	file    *logfile.File
-	now     func() time.Time // for tests
-	onError func(error) bool
-	redact  Redactor // nil: none
+	file     *logfile.File
+	now      func() time.Time // for tests
+	onError  func(error) bool
+	onRecord func()
+	redact   Redactor // nil: none
 }
 
 // Open opens (creating if needed) the audit log at path, for appending. The
@@ -183,7 +187,7 @@ func Open(path string, opts *Options) (*Logger, error) {
 		o.Logger.Warn("the audit log ended in a torn record (a crash or a full disk cut a write short); it stays as it is and the log goes on on the next line",
 			"path", path, "offset", off, "bytes", n)
 	}
-	return &Logger{file: f, now: time.Now, onError: o.OnWriteError, redact: o.Redactor}, nil
+	return &Logger{file: f, now: time.Now, onError: o.OnWriteError, redact: o.Redactor, onRecord: o.OnRecord}, nil
 }
 
 // Path returns the path of the current log file.
@@ -227,6 +231,9 @@ func (l *Logger) Log(rec Record) error {
 			return ErrClosed
 		}
 		return fmt.Errorf("audit: %w", err)
+	}
+	if l.onRecord != nil {
+		l.onRecord()
 	}
 	return nil
 }

@@ -158,6 +158,7 @@ $BEIGE_HOME/config.json5 unless -c says otherwise.`,
 		a.configCommand(),
 		a.gatewayCommand(),
 		a.sandboxCommand(),
+		a.doctorCommand(),
 		a.tuiCommand(),
 		a.pluginsCommand(),
 	)

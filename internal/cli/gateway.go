@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -22,6 +23,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/beige-dev/beige/internal/atomicfile"
 	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/gateway"
 	"github.com/beige-dev/beige/internal/home"
@@ -187,6 +189,8 @@ func (a *app) runForeground(ctx context.Context, level string, daemon bool) erro
 		return exitf(ExitFailure, "write pid file: %v", err)
 	}
 	defer os.Remove(h.PIDFile())
+	os.Remove(h.AddrFile()) // a killed gateway's; this one writes its own once it listens
+	defer os.Remove(h.AddrFile())
 
 	if ctx == nil {
 		ctx = context.Background()
@@ -201,7 +205,12 @@ func (a *app) runForeground(ctx context.Context, level string, daemon bool) erro
 		}
 		return c, nil
 	}
-	if err := gateway.Run(ctx, gateway.Options{Home: h, Config: cfg, Logger: logger, Reload: reload, Disk: reserve}); err != nil {
+	onListen := func(addr string) {
+		if err := writeAddrFile(h, addr); err != nil {
+			logger.Warn("the API's address is not recorded; beige gateway status and restart will use the config's", "file", h.AddrFile(), "err", err)
+		}
+	}
+	if err := gateway.Run(ctx, gateway.Options{Home: h, Config: cfg, Logger: logger, Reload: reload, Disk: reserve, OnListen: onListen}); err != nil {
 		logger.Error("gateway failed", "err", err)
 		return exitf(ExitFailure, "%v", err)
 	}
@@ -291,8 +300,10 @@ func logPathOf(cfg *config.Config, h home.Home) string {
 	return h.GatewayLog()
 }
 
-// client talks to the running gateway: -g when given, else the config's
-// host and port, with the config's token.
+// client talks to the running gateway: -g when given, else the address the
+// running gateway recorded (gateway.addr: the config on disk may have been
+// edited since it started), else the config's host and port; with the
+// config's token.
 type client struct {
 	base  string
 	token string
@@ -311,7 +322,60 @@ func (a *app) client(cfg *config.Config, cmd *cobra.Command) *client {
 			c.base = "http://" + net.JoinHostPort(host, strconv.Itoa(cfg.Gateway.Port))
 		}
 	}
+	if !a.gatewayFlagSet {
+		if base, ok := a.runningBase(); ok {
+			c.base = base
+		}
+	}
 	return c
+}
+
+// runningBase is the base URL of the running gateway's API, from
+// gateway.addr; false when no gateway runs or it recorded nothing usable.
+func (a *app) runningBase() (string, bool) {
+	h, err := a.home()
+	if err != nil {
+		return "", false
+	}
+	if _, ok := runningPID(h); !ok {
+		return "", false
+	}
+	return readAddrFile(h)
+}
+
+// writeAddrFile records addr (the API listener's host:port) in gateway.addr.
+func writeAddrFile(h home.Home, addr string) error {
+	return atomicfile.Write(h.AddrFile(), []byte(addr+"\n"), 0o600)
+}
+
+// readAddrFile returns the base URL for the address in gateway.addr: an IP
+// and a port, an unspecified IP (0.0.0.0, ::) meaning loopback.
+func readAddrFile(h home.Home) (string, bool) {
+	f, err := os.Open(h.AddrFile())
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, 256))
+	if err != nil {
+		return "", false
+	}
+	host, port, err := net.SplitHostPort(strings.TrimSpace(string(data)))
+	if err != nil {
+		return "", false
+	}
+	ip, err := netip.ParseAddr(host)
+	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 1 || n > 65535 || ip.Zone() != "" {
+		return "", false
+	}
+	if ip.IsUnspecified() {
+		if ip.Unmap().Is4() {
+			ip = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+		} else {
+			ip = netip.IPv6Loopback()
+		}
+	}
+	return "http://" + net.JoinHostPort(ip.String(), port), true
 }
 
 func (c *client) do(ctx context.Context, method, path string, body io.Reader, out any) (int, error) {
@@ -513,6 +577,9 @@ func (a *app) gatewayStatus() error {
 		return &ExitError{Code: ExitFailure}
 	}
 	fmt.Fprintf(a.streams.Out, "health:  %s\n", health.Status)
+	if health.Stats != nil {
+		fmt.Fprintf(a.streams.Out, "stats:   %s\n", headline(health.Stats))
+	}
 	if health.Disk != "" {
 		fmt.Fprintf(a.streams.Out, "disk:    %s\n", health.Disk)
 	}
@@ -534,6 +601,16 @@ func (a *app) gatewayStatus() error {
 		return &ExitError{Code: ExitFailure}
 	}
 	return nil
+}
+
+// headline is the line of `gateway status` with the figures of /metrics
+// that matter most: tool calls, of them errors, cooldowns, the audit head.
+func headline(s *proto.HealthStats) string {
+	head := "unknown"
+	if s.AuditHead != nil {
+		head = strconv.FormatInt(*s.AuditHead, 10)
+	}
+	return fmt.Sprintf("%d tool calls, %d errors, %d models cooling down, audit head %s", s.ToolCalls, s.ToolErrors, s.Cooldowns, head)
 }
 
 func (a *app) restartGateway(level string, timeout time.Duration) error {
@@ -561,6 +638,9 @@ func (a *app) restartGateway(level string, timeout time.Duration) error {
 	time.Sleep(200 * time.Millisecond)
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
+		if base, ok := a.runningBase(); ok && !a.gatewayFlagSet {
+			c.base = base // the restarted gateway may listen elsewhere (a new gateway.port)
+		}
 		var health proto.Health
 		hctx, hcancel := context.WithTimeout(context.Background(), 2*time.Second)
 		code, err := c.do(hctx, "GET", "/api/health", nil, &health)

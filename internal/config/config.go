@@ -223,6 +223,10 @@ type Gateway struct {
 	Log     Log    `json:"log"`
 	Audit   Audit  `json:"audit"`
 	HTTP    HTTP   `json:"http"`
+	// Metrics configures the Prometheus metrics, served at GET /metrics on
+	// the API (same guard and token) and, optionally, on a listener of
+	// their own.
+	Metrics Metrics `json:"metrics"`
 	// AuthToken, when set, is required as "Authorization: Bearer <token>"
 	// on every HTTP API request.
 	AuthToken Secret `json:"authToken"`
@@ -255,6 +259,18 @@ type HTTP struct {
 	// sent a request yet; when every one is inside a request, the new one
 	// is refused with 503.
 	MaxConnections int `json:"maxConnections"`
+}
+
+// Metrics configures GET /metrics.
+type Metrics struct {
+	// Listen, e.g. "127.0.0.1:9464", adds a second listener that serves
+	// only GET /metrics, with the API's rules: the DNS-rebinding and
+	// browser guards, and gateway.authToken when it is set. Empty (the
+	// default): /metrics is on the API's address only. An address beyond
+	// loopback without gateway.authToken lets whoever reaches it read the
+	// metrics (agent, tool and model names, call counts): a warning at
+	// start, and an error of beige doctor.
+	Listen string `json:"listen"`
 }
 
 // Defaults that the spec allows.

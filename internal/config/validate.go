@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/url"
 	"os"
 	posixpath "path"
@@ -12,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/beige-dev/beige/internal/egress"
@@ -492,4 +494,21 @@ func (v *validator) gateway() {
 	if g.HTTP.MaxConnections < 8 {
 		v.errorAt("gateway.http.maxConnections", "want at least 8, got %d", g.HTTP.MaxConnections)
 	}
+	if l := g.Metrics.Listen; l != "" {
+		host, port, err := net.SplitHostPort(l)
+		n, perr := strconv.Atoi(port)
+		switch {
+		case err != nil:
+			v.errorAt("gateway.metrics.listen", "want host:port (e.g. \"127.0.0.1:9464\"), got %q", l)
+		case perr != nil || n < 1 || n > 65535:
+			v.errorAt("gateway.metrics.listen", "want a port between 1 and 65535, got %q", port)
+		case n == g.Port && (host == g.Host || host == "" || g.Host == "" || isUnspecified(host) || isUnspecified(g.Host)):
+			v.errorAt("gateway.metrics.listen", "%q is the API's own address; /metrics is served there already (leave gateway.metrics.listen out)", l)
+		}
+	}
+}
+
+func isUnspecified(host string) bool {
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
 }

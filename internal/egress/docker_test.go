@@ -1,6 +1,7 @@
 package egress_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/pem"
@@ -12,6 +13,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,6 +23,8 @@ import (
 
 	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/egress"
+	"github.com/beige-dev/beige/internal/egress/forwarder"
+	"github.com/beige-dev/beige/internal/egress/trust"
 	"github.com/beige-dev/beige/internal/sandbox"
 	"github.com/beige-dev/beige/internal/sandbox/docker"
 	"github.com/beige-dev/beige/internal/sandbox/docker/dockertest"
@@ -65,11 +69,21 @@ var pub = netip.MustParseAddr("93.184.215.14")
 // and the HTTPS test server's CA at /workspace/ca.pem.
 func startProxied(t testing.TB, network string, allow []string, httpSrv, httpsSrv *httptest.Server, tweak ...func(*egress.Options, *world)) *dockerEnv {
 	t.Helper()
+	return startProxiedSpec(t, network, allow, httpSrv, httpsSrv, nil, tweak...)
+}
+
+// startProxiedSpec is startProxied with specTweak changing the sandbox's
+// spec first.
+func startProxiedSpec(t testing.TB, network string, allow []string, httpSrv, httpsSrv *httptest.Server, specTweak func(*sandbox.Spec), tweak ...func(*egress.Options, *world)) *dockerEnv {
+	t.Helper()
 	rt := dockertest.NewRuntime(t, docker.Options{})
 	netclient := dockertest.StaticBinary(t, "./internal/egress/testdata/netclient")
 	spec := dockertest.NewSpec(t, "egress")
 	spec.Network = network
 	spec.ExtraMounts = []sandbox.Mount{{Source: netclient, Target: "/opt/netclient", ReadOnly: true}}
+	if specTweak != nil {
+		specTweak(&spec)
+	}
 	if err := os.MkdirAll(spec.SocketDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -135,6 +149,82 @@ func (e *dockerEnv) sh(t testing.TB, cmd string) string {
 		t.Fatalf("exec %q: %v", cmd, err)
 	}
 	return string(res.Output)
+}
+
+// memscan searches the memory of every process of the sandbox for
+// needle, from the host (the test runs as the host's root: no process in
+// the sandbox, its root included, may read another's memory, since the
+// container has no CAP_SYS_PTRACE and no-new-privileges). It returns the
+// processes whose readable mappings hold it and how many were scanned.
+func (e *dockerEnv) memscan(t testing.TB, needle []byte) (found []string, scanned int) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("reading the sandbox's processes' memory needs the host's root")
+	}
+	c := dockertest.RequireDocker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	top, err := c.ContainerTop(ctx, docker.ContainerName(e.spec.Agent), client.ContainerTopOptions{})
+	if err != nil {
+		t.Fatalf("container top: %v", err)
+	}
+	col := slices.Index(top.Titles, "PID")
+	if col < 0 {
+		t.Fatalf("container top: no PID column in %q", top.Titles)
+	}
+	for _, p := range top.Processes {
+		pid, err := strconv.Atoi(p[col])
+		if err != nil {
+			t.Fatalf("container top: pid %q", p[col])
+		}
+		hit, err := scanMem(pid, needle)
+		if err != nil {
+			t.Fatalf("scan the memory of %v: %v", p, err)
+		}
+		scanned++
+		if hit {
+			found = append(found, strings.Join(p, " "))
+		}
+	}
+	return found, scanned
+}
+
+// scanMem reports whether a readable mapping of process pid holds needle.
+func scanMem(pid int, needle []byte) (bool, error) {
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return false, err
+	}
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		return false, err
+	}
+	defer mem.Close()
+	for line := range strings.Lines(string(maps)) {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[1][0] != 'r' || strings.Contains(line, "[vvar") || strings.Contains(line, "[vsyscall]") {
+			continue
+		}
+		var lo, hi uint64
+		if _, err := fmt.Sscanf(f[0], "%x-%x", &lo, &hi); err != nil {
+			return false, fmt.Errorf("maps line %q: %w", line, err)
+		}
+		const chunk = 1 << 20
+		var carry []byte
+		for off := lo; off < hi; off += chunk {
+			buf := make([]byte, min(chunk, hi-off))
+			n, _ := mem.ReadAt(buf, int64(off))
+			data := append(carry, buf[:n]...)
+			if bytes.Contains(data, needle) {
+				return true, nil
+			}
+			if n < len(buf) {
+				break // the rest of the mapping cannot be read
+			}
+			carry = append([]byte(nil), data[max(0, len(data)-len(needle)+1):]...)
+		}
+	}
+	return false, nil
 }
 
 func (e *dockerEnv) records(t *testing.T, n int) []audit.Record {
@@ -430,12 +520,82 @@ func TestCredentialInSandbox(t *testing.T) {
 	if got := e.sh(t, "/opt/netclient get https://allowed.test/tls "+e.ca); got != "200 hello /tls" {
 		t.Errorf("https to a host without credentials = %q", got)
 	}
-	trace := e.sh(t, "env; cat /proc/*/environ; grep -rl InSandboxT0ken /beige /workspace /opt /home /tmp /etc 2>/dev/null; echo done")
+	// (The pattern is not the token: the scan of the helper's memory below
+	// would find the command.)
+	trace := e.sh(t, "env; cat /proc/*/environ; grep -rl 'InSandbox[T]0ken' /beige /workspace /opt /home /tmp /etc 2>/dev/null; echo done")
 	if strings.Contains(trace, "InSandboxT0ken") || !strings.Contains(trace, "done") {
 		t.Errorf("the sandbox holds a trace of the token:\n%s", trace)
+	}
+	// Nor in any process's memory (the helper that relayed the calls, the
+	// idle process that runs the forwarder, init). The variable the
+	// forwarder was started with is there: the scan reads what it should.
+	if found, n := e.memscan(t, []byte(forwarder.ListenEnv+"=")); len(found) == 0 || n < 3 {
+		t.Errorf("the memory scan of %d processes does not find what is there", n)
+	}
+	if found, n := e.memscan(t, []byte("InSandboxT0ken")); len(found) != 0 {
+		t.Errorf("of %d processes of the sandbox, these hold the token: %q", n, found)
 	}
 	recs := e.records(t, 2)
 	if recs[0].Host != "creds.test" || recs[0].Injected != "Authorization" || recs[1].Injected != "" {
 		t.Errorf("records = %+v", recs)
+	}
+}
+
+// TestCABundleInSandbox: with the egress CA mounted, the sandbox's helper
+// writes trust.BundlePath, the image's own bundle followed by the CA, so
+// that a plain client pointed at it through SSL_CERT_FILE trusts both the
+// intercepted credential host and every other TLS host (an opaque tunnel,
+// verified against the image's roots). A bundle of the CA alone would fail
+// the second, the image's bundle alone the first.
+func TestCABundleInSandbox(t *testing.T) {
+	httpSrv, httpsSrv := testServers(t)
+	upCA, err := egress.NewCA() // the roots of the "internet"; the image's bundle holds them
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leaves []tls.Certificate
+	for _, h := range []string{"creds.test", "plain.test"} {
+		leaf, err := upCA.Leaf(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaves = append(leaves, *leaf)
+	}
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s injected=%v", r.Host, r.Header.Get("X-Token") != "")
+	}))
+	up.TLS = &tls.Config{Certificates: leaves}
+	up.StartTLS()
+	t.Cleanup(up.Close)
+	system := filepath.Join(t.TempDir(), "ca-certificates.crt")
+	if err := os.WriteFile(system, upCA.CertPEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := egress.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	upIP := netip.MustParseAddr("93.184.215.21")
+	e := startProxiedSpec(t, sandbox.NetworkProxy, []string{"creds.test", "plain.test"}, httpSrv, httpsSrv, func(s *sandbox.Spec) {
+		s.ExtraMounts = append(s.ExtraMounts, sandbox.Mount{Source: system, Target: "/etc/ssl/certs/ca-certificates.crt", ReadOnly: true})
+		s.Env = map[string]string{"SSL_CERT_FILE": trust.BundlePath}
+	}, func(o *egress.Options, w *world) {
+		o.CA, o.RootCAs = ca, upCA.Pool()
+		o.Credentials = []egress.Credential{{Host: "creds.test", Header: "X-Token", Value: "tok-BundleT3st"}}
+		w.names["creds.test"] = []netip.Addr{upIP}
+		w.names["plain.test"] = []netip.Addr{upIP}
+		w.routes[netip.AddrPortFrom(upIP, 443).String()] = up.Listener.Addr().String()
+	})
+	for _, c := range []struct{ url, want string }{
+		{"https://creds.test/", "200 creds.test injected=true"},
+		{"https://plain.test/", "200 plain.test injected=false"},
+	} {
+		if got := e.sh(t, "/opt/netclient get "+c.url); got != c.want {
+			t.Errorf("%s with SSL_CERT_FILE=%s: %q, want %q", c.url, trust.BundlePath, got, c.want)
+		}
+	}
+	// The bundle is root's and read-only; the agent's user cannot replace it.
+	if got := e.sh(t, "ls -ln "+trust.BundlePath+" | cut -c1-10,16-20; echo x > "+trust.BundlePath+" 2>/dev/null || echo refused; mv /tmp/x "+trust.BundlePath+" 2>/dev/null; touch "+trust.Dir+"/y 2>/dev/null || echo refused"); !strings.HasPrefix(got, "-r--r--r--") || strings.Count(got, "refused") != 2 {
+		t.Errorf("the bundle or its folder is writable by the agent: %q", got)
 	}
 }

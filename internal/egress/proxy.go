@@ -85,6 +85,9 @@ type Options struct {
 	// RootCAs verify the upstream of an intercepted host (default the
 	// gateway host's roots). Tests inject their own.
 	RootCAs *x509.CertPool
+	// OnConnection, if set, is told of every connection the proxy made or
+	// refused, once it is over (the beige_egress_connections_total counter).
+	OnConnection func(agent string, allowed bool)
 }
 
 // Proxy is the egress proxy of one agent.
@@ -250,6 +253,9 @@ func (p *Proxy) audit(r *rec) {
 		if ar.Error == "" {
 			ar.Error = r.decision.Reason
 		}
+	}
+	if p.opts.OnConnection != nil {
+		p.opts.OnConnection(p.agent, r.decision.Allowed)
 	}
 	if p.opts.Audit == nil {
 		return

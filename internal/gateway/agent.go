@@ -13,6 +13,7 @@ import (
 	"github.com/beige-dev/beige/internal/agent"
 	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/egress"
+	"github.com/beige-dev/beige/internal/egress/trust"
 	"github.com/beige-dev/beige/internal/sandbox"
 	"github.com/beige-dev/beige/internal/toolbridge"
 )
@@ -123,6 +124,13 @@ func (a *agentRuntime) spec() sandbox.Spec {
 		for _, k := range egressCAEnv {
 			if _, ok := env[k]; !ok {
 				env[k] = path.Join(sandbox.BeigeDir, EgressCAFile)
+			}
+		}
+		if spec.HelperBinary != "" { // the helper's idle writes the bundle
+			for _, k := range trust.Env {
+				if _, ok := env[k]; !ok {
+					env[k] = trust.BundlePath
+				}
 			}
 		}
 		spec.Env = env

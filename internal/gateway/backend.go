@@ -22,7 +22,7 @@ func newRunner(a *audit.Logger, p *policy.Engine, log *slog.Logger) *tools.Runne
 
 // Health implements httpapi.Backend.
 func (g *Gateway) Health(ctx context.Context) proto.Health {
-	h := proto.Health{Status: "ok"}
+	h := proto.Health{Status: "ok", Stats: g.stats()}
 	if !g.ready.Load() {
 		h.Status = "starting"
 	}

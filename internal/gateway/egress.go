@@ -8,6 +8,7 @@ import (
 	"github.com/beige-dev/beige/internal/atomicfile"
 	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/egress"
+	"github.com/beige-dev/beige/internal/metrics"
 )
 
 // openEgress says what the agent's network mode gives up and, in the
@@ -52,6 +53,14 @@ func (a *agentRuntime) openEgress() error {
 		opts = *a.g.opts.Egress
 		opts.Audit, opts.Logger = a.g.audit, a.g.log.With("component", "egress")
 	}
+	m := a.g.metrics
+	opts.OnConnection = func(agent string, allowed bool) {
+		d := metrics.DecisionDeny
+		if allowed {
+			d = metrics.DecisionAllow
+		}
+		m.EgressConnection(agent, d)
+	}
 	if len(s.Egress.Credentials) > 0 {
 		if err := a.credentials(&opts); err != nil {
 			ln.Close()
@@ -83,11 +92,11 @@ const EgressCAFile = "egress-ca.pem"
 
 // egressCAEnv are the variables that make the usual clients trust the CA
 // file in addition to their bundle (NODE_EXTRA_CA_CERTS, DENO_CERT).
-// Variables that replace a client's bundle are left alone, since a bundle
-// of the CA alone would fail every host that is not intercepted:
-// SSL_CERT_FILE (OpenSSL, Go, curl), REQUESTS_CA_BUNDLE (Python requests),
-// GIT_SSL_CAINFO (git). A program that needs one points it, through
-// extraEnv, at a bundle that holds the image's roots and this file.
+// The variables that replace a client's bundle (trust.Env: SSL_CERT_FILE,
+// CURL_CA_BUNDLE, REQUESTS_CA_BUNDLE, GIT_SSL_CAINFO) name instead the
+// bundle the in-sandbox helper writes at start, the image's roots and the
+// CA (trust.BundlePath), never the CA alone, which would fail every host
+// that is not intercepted.
 var egressCAEnv = []string{"NODE_EXTRA_CA_CERTS", "DENO_CERT"}
 
 // credentials loads (or makes) the home's CA, puts its certificate in the

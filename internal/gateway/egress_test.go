@@ -17,6 +17,7 @@ import (
 
 	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/egress"
+	"github.com/beige-dev/beige/internal/egress/trust"
 )
 
 type syncBuffer struct {
@@ -140,9 +141,15 @@ func TestEgressCredentialsWiring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text, isErr := g.tool(t, cr, "exec", map[string]any{"command": "cat /beige/egress-ca.pem; echo $NODE_EXTRA_CA_CERTS $DENO_CERT; echo replaced=[$SSL_CERT_FILE$REQUESTS_CA_BUNDLE$GIT_SSL_CAINFO]; env; cat /proc/*/environ; grep -rl WiringS3cret /beige /workspace /home /tmp /etc 2>/dev/null; ls /beige"})
-	if isErr || !strings.Contains(text, string(pemOnHost)) || !strings.Contains(text, "/beige/egress-ca.pem /beige/egress-ca.pem\nreplaced=[]") {
+	text, isErr := g.tool(t, cr, "exec", map[string]any{"command": "cat /beige/egress-ca.pem; echo $NODE_EXTRA_CA_CERTS $DENO_CERT; echo bundle=$SSL_CERT_FILE,$CURL_CA_BUNDLE,$REQUESTS_CA_BUNDLE,$GIT_SSL_CAINFO; echo bundle:; cat $SSL_CERT_FILE; echo :bundle; env; cat /proc/*/environ; grep -rl WiringS3cret /beige /workspace /home /tmp /etc /run 2>/dev/null; ls /beige"})
+	if isErr || !strings.Contains(text, string(pemOnHost)) || !strings.Contains(text, "/beige/egress-ca.pem /beige/egress-ca.pem\n") {
 		t.Errorf("sandbox: %q", text)
+	}
+	// The variables that replace a client's bundle name the combined one
+	// (the busybox image has no bundle of its own: the CA alone).
+	b := trust.BundlePath
+	if !strings.Contains(text, "bundle="+b+","+b+","+b+","+b+"\n") || !strings.Contains(text, "bundle:\n"+string(pemOnHost)+":bundle") {
+		t.Errorf("the bundle variables or the bundle: %q", text)
 	}
 	if strings.Contains(text, "WiringS3cret") || strings.Contains(text, "ca.key") || strings.Contains(text, "PRIVATE KEY") {
 		t.Errorf("the sandbox sees the token or the CA key: %q", text)

@@ -29,6 +29,7 @@ import (
 	"github.com/beige-dev/beige/internal/home"
 	"github.com/beige-dev/beige/internal/httpapi"
 	"github.com/beige-dev/beige/internal/llm"
+	"github.com/beige-dev/beige/internal/metrics"
 	"github.com/beige-dev/beige/internal/plugin"
 	_ "github.com/beige-dev/beige/internal/plugin/builtin" // the built-in plugins
 	"github.com/beige-dev/beige/internal/policy"
@@ -65,6 +66,14 @@ type Options struct {
 	// Disk, if set, reports a problem with $BEIGE_HOME's disk ("" when
 	// none) for /api/health: the gateway's disk reserve (home.Reserve).
 	Disk interface{ Problem() string }
+	// Metrics are the gateway's Prometheus metrics (GET /metrics); nil
+	// means new ones. Run keeps the same across restarts, so the counters
+	// count since the process started.
+	Metrics *metrics.Metrics
+	// OnListen, if set, is called with the API's address (host:port) each
+	// time a gateway starts serving: at start and after every restart,
+	// which may move it to the reloaded config's address.
+	OnListen func(addr string)
 
 	// listener, if set, is the API's listener, already bound (a restart
 	// onto a new address binds it before the old gateway stops).
@@ -100,8 +109,12 @@ type Gateway struct {
 
 	ln      net.Listener
 	srv     *http.Server
-	ready   atomic.Bool
-	started time.Time
+	metrics *metrics.Metrics
+	// metricsSrv serves gateway.metrics.listen; nil when not set.
+	metricsSrv *http.Server
+	metricsLn  net.Listener
+	ready      atomic.Bool
+	started    time.Time
 
 	// baseCtx is the context of every request; it is cancelled when the
 	// drain at shutdown runs out of time.
@@ -140,6 +153,7 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	}
 	g.baseCtx, g.baseCancel = context.WithCancel(context.Background())
 	g.restartReq = make(chan struct{}, 1)
+	g.metrics = opts.Metrics
 	ok := false
 	defer func() {
 		if !ok {
@@ -174,7 +188,8 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		auditSize = cfg.Gateway.Log.MaxSizeBytes
 	}
 	g.audit, err = audit.Open(g.home.AuditLog(), &audit.Options{MaxSizeBytes: auditSize, MaxFiles: cfg.Gateway.Audit.MaxFiles,
-		Logger: g.log.With("component", "audit"), OnWriteError: home.ReleaseOnFull, Redactor: auditRedactor(red)})
+		Logger: g.log.With("component", "audit"), OnWriteError: home.ReleaseOnFull, Redactor: auditRedactor(red),
+		OnRecord: g.metrics.AuditRecord})
 	if err != nil {
 		return nil, fmt.Errorf("open audit log: %w", err)
 	}
@@ -195,7 +210,11 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	if err := g.openLLM(); err != nil {
 		return nil, err
 	}
-	g.plugins, err = plugin.NewHost(cfg, &plugin.Options{Home: g.home, Audit: g.audit, Freeze: g.freeze, Logger: g.log.With("component", "plugins")})
+	popts := &plugin.Options{Home: g.home, Audit: g.audit, Freeze: g.freeze, Logger: g.log.With("component", "plugins")}
+	if red != nil {
+		popts.Redact = red.String // plugin tool results, as core tools' (SetRedact above)
+	}
+	g.plugins, err = plugin.NewHost(cfg, popts)
 	if err != nil {
 		return nil, fmt.Errorf("load plugins: %w", err)
 	}
@@ -212,7 +231,8 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		// engine never remove or take over each other's containers.
 		// BEIGE_SANDBOX_INSTANCE overrides it (tests).
 		d, err := docker.New(docker.Options{Logger: g.log.With("component", "sandbox"),
-			Instance: os.Getenv("BEIGE_SANDBOX_INSTANCE"), Home: g.home.Dir})
+			Instance: os.Getenv("BEIGE_SANDBOX_INSTANCE"), Home: g.home.Dir,
+			OnHelperRestart: g.metrics.HelperRestart, OnExecFallback: g.metrics.ExecFallback})
 		if err != nil {
 			return nil, fmt.Errorf("connect to the Docker engine: %w", err)
 		}
@@ -238,8 +258,10 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 			return nil, err
 		}
 	}
+	g.setupMetrics()
 	// Serve only now: the handlers read g.agents, g.manager and g.settings.
-	api := httpapi.New(g, httpapi.Options{Host: cfg.Gateway.Host, AuthToken: cfg.Gateway.AuthToken.Reveal(), Logger: g.log.With("component", "http")})
+	api := httpapi.New(g, httpapi.Options{Host: cfg.Gateway.Host, AuthToken: cfg.Gateway.AuthToken.Reveal(), Logger: g.log.With("component", "http"),
+		Metrics: g.metrics})
 	srv, ln := api.HTTPServer(g.ln, httpapi.ServeOptions{
 		MaxConns:    cfg.Gateway.HTTP.MaxConnections,
 		BaseContext: g.baseCtx,
@@ -252,6 +274,12 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 		}
 	}()
 	g.log.Info("listening", "url", "http://"+g.ln.Addr().String())
+	if err := g.listenMetrics(); err != nil {
+		return nil, err
+	}
+	if g.opts.OnListen != nil {
+		g.opts.OnListen(g.ln.Addr().String())
+	}
 	if err := g.prepareSandboxes(ctx); err != nil {
 		return nil, err
 	}
@@ -276,6 +304,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.RestartDrainTimeout == 0 {
 		o.RestartDrainTimeout = 3 * time.Second
+	}
+	if o.Metrics == nil {
+		o.Metrics = metrics.New()
 	}
 }
 
@@ -346,6 +377,9 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 			g.channelsCancel() // no new messages from channels
 		}
 		g.drain(ctx)
+		if g.metricsSrv != nil {
+			g.metricsSrv.Close()
+		}
 		if g.plugins != nil {
 			if err := g.plugins.RunGatewayShutdown(ctx, &plugin.GatewayShutdownEvent{}); err != nil {
 				g.log.Warn("gatewayShutdown hook failed", "err", err)

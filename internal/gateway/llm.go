@@ -35,6 +35,7 @@ func (g *Gateway) openLLM() error {
 		Limiters:    routing.NewLimiters(limits),
 		IdleTimeout: time.Duration(g.cfg.LLM.IdleTimeoutSeconds * float64(time.Second)),
 		Logger:      g.log.With("component", "routing"),
+		Metrics:     g.metrics,
 	})
 	return nil
 }

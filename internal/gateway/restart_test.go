@@ -266,3 +266,35 @@ func TestProviderErrorNamesTheProviderOnce(t *testing.T) {
 		}
 	}
 }
+
+// OnListen reports the API's address at start and again after a restart
+// moves it to the reloaded config's port (the CLI records it in
+// gateway.addr, so that status and restart find the gateway there).
+func TestOnListenFollowsARestartOntoANewPort(t *testing.T) {
+	srv := llmtest.NewAnthropic(t)
+	newPort := freePort(t)
+	addrs := make(chan string, 4)
+	s := scriptedSetup(srv, "moves")
+	s.options = func(o *Options) { o.OnListen = func(addr string) { addrs <- addr } }
+	rg := runGatewayWith(t, s, func(old *config.Config) (*config.Config, error) {
+		c := *old
+		c.Gateway.Port = newPort
+		return &c, nil
+	})
+	if got := <-addrs; "http://"+got != rg.url {
+		t.Errorf("OnListen at start: %q, want %s", got, rg.url)
+	}
+	rg.restart(t)
+	select {
+	case got := <-addrs:
+		if want := fmt.Sprintf("127.0.0.1:%d", newPort); got != want {
+			t.Errorf("OnListen after the restart: %q, want %q", got, want)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("OnListen was not called after the restart")
+	}
+	rg.url = fmt.Sprintf("http://127.0.0.1:%d", newPort)
+	if !rg.waitHealthy(t, 60*time.Second) {
+		t.Fatal("not healthy on the new port")
+	}
+}

@@ -41,6 +41,11 @@ func (h Home) Config() string { return h.path("config.json5") }
 // PIDFile holds the pid of a running gateway.
 func (h Home) PIDFile() string { return h.path("gateway.pid") }
 
+// AddrFile holds the host:port the running gateway's API listens on, which
+// the CLI uses instead of the config's (edited since, perhaps); believed
+// only while the lock is held.
+func (h Home) AddrFile() string { return h.path("gateway.addr") }
+
 // LockFile is locked (flock) by the running gateway for its whole life; the
 // PID file is believed only while it is held.
 func (h Home) LockFile() string { return h.path("gateway.lock") }

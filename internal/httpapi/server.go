@@ -20,6 +20,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/beige-dev/beige/internal/metrics"
 	"github.com/beige-dev/beige/internal/proto"
 	"github.com/beige-dev/beige/internal/proto/llmproto"
 )
@@ -49,6 +50,9 @@ type Options struct {
 	Host      string
 	AuthToken string // when set, every request needs Authorization: Bearer <token>
 	Logger    *slog.Logger
+	// Metrics counts the requests by route pattern and status, and is
+	// served at GET /metrics behind the same guard and token; nil: neither.
+	Metrics *metrics.Metrics
 }
 
 // Server is the HTTP handler of the API.
@@ -79,8 +83,28 @@ func New(b Backend, opts Options) *Server {
 	s.mux.HandleFunc("POST /api/gateway/restart", s.restart)
 	s.mux.HandleFunc("PATCH /api/agents/{name}/sessions/{key}/model", s.sessionModel)
 	s.mux.HandleFunc("POST /api/agents/{name}/hooks/{hook}", s.hook)
+	s.handleMetrics()
 	s.mux.HandleFunc("/", s.notFound)
 	return s
+}
+
+// NewMetrics returns a handler that serves only GET /metrics, behind the
+// same DNS-rebinding and browser guards and the same token as the API: the
+// gateway.metrics.listen listener.
+func NewMetrics(opts Options) *Server {
+	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.handleMetrics()
+	s.mux.HandleFunc("/", s.notFound)
+	return s
+}
+
+func (s *Server) handleMetrics() {
+	if s.opts.Metrics != nil {
+		s.mux.Handle("GET /metrics", s.opts.Metrics.Handler())
+	}
 }
 
 // Handle adds an endpoint (for the parts of the API that other packages serve).
@@ -88,6 +112,13 @@ func (s *Server) Handle(pattern string, h http.HandlerFunc) { s.mux.HandleFunc(p
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	if s.opts.Metrics != nil {
+		sw := &statusWriter{ResponseWriter: w}
+		w = sw
+		// r.Pattern is the route the mux matched, set by it on r: a
+		// request refused before routing has none. Never the raw path.
+		defer func() { s.opts.Metrics.HTTPRequest(r.Pattern, sw.code(), time.Since(start)) }()
+	}
 	defer s.guardBody(w, r)() // first: an early answer must not wait for a slow body either
 	if !s.hostAllowed(r.Host) {
 		WriteError(w, http.StatusForbidden, fmt.Sprintf("host %q is not allowed (DNS-rebinding guard: use 127.0.0.1 or the configured gateway.host)", r.Host))
@@ -110,6 +141,46 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 	s.mux.ServeHTTP(w, r)
 	s.log.Debug("http", "method", r.Method, "path", r.URL.Path, "duration", time.Since(start))
+}
+
+// statusWriter records the status of a response, for the metrics. It
+// passes Flush through and unwraps for http.ResponseController.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// code is the status sent; 200 when the handler wrote nothing.
+func (w *statusWriter) code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
 }
 
 // truncate cuts s to at most n bytes, for logging what a client sent.

@@ -178,6 +178,9 @@ func (h *Host) finish(rec audit.Record, start time.Time, res Result, err error, 
 	}
 	resp.Error = errText
 	resp.Success = err == nil && resp.ExitCode == 0
+	if red := h.opts.Redact; red != nil {
+		resp.Output, resp.Error = red(resp.Output), red(resp.Error)
+	}
 
 	outBytes := res.OutputBytes
 	if outBytes < int64(len(res.Output)) {

@@ -49,6 +49,10 @@ type Options struct {
 	Freeze func(ctx context.Context, agent string) (thaw func(), err error)
 	// Logger receives the Host's and the plugins' logs (default: discarded).
 	Logger *slog.Logger
+	// Redact, when set, replaces configured secrets in every tool result
+	// (output and error text) before it goes back to the sandbox, as core
+	// tools' results are (redact.Redactor.String).
+	Redact func(string) string
 }
 
 // Host holds the loaded plugins of one config and runs tool calls. It is

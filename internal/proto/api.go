@@ -54,6 +54,19 @@ type Health struct {
 	Agents map[string]string `json:"agents,omitempty"` // agent -> problem, only for agents that are not ready
 	Config string            `json:"config,omitempty"` // why the last config reload was refused
 	Disk   string            `json:"disk,omitempty"`   // "disk full/low: N MB free on <fs>" when $BEIGE_HOME's disk is
+	// Stats are the headline figures, from the counters of GET /metrics.
+	Stats *HealthStats `json:"stats,omitempty"`
+}
+
+// HealthStats are the headline figures of GET /api/health (and `beige
+// gateway status`), counted since the gateway process started.
+type HealthStats struct {
+	ToolCalls  int64 `json:"toolCalls"`  // tool calls, core and plugin tools
+	ToolErrors int64 `json:"toolErrors"` // of them, those that failed or were denied
+	Cooldowns  int   `json:"cooldowns"`  // models in a rate-limit cooldown now
+	// AuditHead is the sequence number of the audit chain's last record;
+	// absent when the gateway does not know it.
+	AuditHead *int64 `json:"auditHead,omitempty"`
 }
 
 // ModelRef names a model of a configured provider.

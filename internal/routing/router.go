@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/beige-dev/beige/internal/llm"
+	"github.com/beige-dev/beige/internal/metrics"
 )
 
 // The fallback loop's constants (reference-notes "Model fallback constants").
@@ -121,6 +122,9 @@ type Options struct {
 	// DefaultPassBackoff; a negative value means no pause (a storm of
 	// retries against an overloaded provider: for tests).
 	PassBackoff time.Duration
+	// Metrics counts every attempt (outcome, time to first event,
+	// duration, tokens) and the waits for a concurrency slot; nil: none.
+	Metrics *metrics.Metrics
 }
 
 // DefaultPassBackoff is the pause before the second pass of the fallback
@@ -136,6 +140,7 @@ type Router struct {
 	idle    time.Duration
 	log     *slog.Logger
 	backoff time.Duration
+	metrics *metrics.Metrics
 	// jitter returns a number in [0, 1); sleep waits d or until ctx ends.
 	// Tests replace them.
 	jitter func() float64
@@ -149,7 +154,7 @@ func NewRouter(opts *Options) *Router {
 		o = *opts
 	}
 	r := &Router{health: o.Health, limits: o.Limiters, idle: o.IdleTimeout, log: o.Logger,
-		backoff: o.PassBackoff, jitter: rand.Float64, sleep: sleepCtx}
+		backoff: o.PassBackoff, metrics: o.Metrics, jitter: rand.Float64, sleep: sleepCtx}
 	if r.backoff == 0 {
 		r.backoff = DefaultPassBackoff
 	}
@@ -409,7 +414,9 @@ var errIdle = errors.New("routing: watchdog")
 func (r *Router) call(ctx context.Context, c Candidate, lc llm.Context, emit func(llm.Event), announce func()) result {
 	start := time.Now()
 	key := c.Key()
+	queued := r.metrics.QueueEnter(c.provider())
 	release, err := r.limits.Acquire(ctx, c.provider())
+	queued()
 	if err != nil {
 		return result{err: llm.AbortError(ctx), class: llm.ClassAborted, aborted: true, dur: time.Since(start)}
 	}
@@ -426,7 +433,13 @@ func (r *Router) call(ctx context.Context, c Candidate, lc llm.Context, emit fun
 	defer cancel(nil)
 	watchdog := time.AfterFunc(r.idle, func() { cancel(errIdle) })
 	res := result{attempted: true}
+	sent := time.Now()
+	var firstEvent time.Duration
+	defer func() { r.countAttempt(c, res, sent, firstEvent) }()
 	msg, err := c.Client.Stream(actx, llm.Request{Model: c.Model, Context: lc, Options: c.Options}, func(e llm.Event) {
+		if firstEvent == 0 && firstToken(e.Type) {
+			firstEvent = max(time.Since(sent), time.Nanosecond)
+		}
 		watchdog.Reset(r.idle)
 		if e.Type == llm.EventError {
 			res.final = e
@@ -462,4 +475,51 @@ func (r *Router) call(ctx context.Context, c Candidate, lc llm.Context, emit fun
 		r.health.RecordFailure(key, res.err)
 	}
 	return res
+}
+
+// firstToken reports whether an event of type t carries the first output
+// of a reply (text, thinking or a tool call), for the time to first token:
+// the start event comes with the response's headers, before any token.
+func firstToken(t llm.EventType) bool {
+	switch t {
+	case llm.EventTextStart, llm.EventTextDelta, llm.EventThinkingStart, llm.EventThinkingDelta,
+		llm.EventToolCallStart, llm.EventToolCallDelta, llm.EventDone:
+		return true
+	}
+	return false
+}
+
+// countAttempt gives the metrics one attempt: its outcome, the time from
+// the request going out to its first token and to its end, and the tokens
+// the provider reported.
+func (r *Router) countAttempt(c Candidate, res result, sent time.Time, firstEvent time.Duration) {
+	if r.metrics == nil {
+		return
+	}
+	a := metrics.LLMAttempt{Provider: c.provider(), Model: c.Model.ID, Outcome: metrics.OutcomeOK,
+		FirstToken: firstEvent, Duration: time.Since(sent)}
+	switch {
+	case res.aborted:
+		a.Outcome = metrics.OutcomeCanceled
+	case res.err != nil:
+		a.Outcome = metrics.OutcomeError
+	}
+	if res.msg != nil {
+		a.InputTokens = int64(res.msg.Usage.Input + res.msg.Usage.CacheRead + res.msg.Usage.CacheWrite)
+		a.OutputTokens = int64(res.msg.Usage.Output)
+	}
+	r.metrics.LLM(a)
+}
+
+// ActiveCooldowns counts the models whose rate-limit cooldown has not
+// ended (beige_llm_cooldowns_active).
+func (h *Health) ActiveCooldowns() int {
+	now := h.Now()
+	n := 0
+	for _, e := range h.Snapshot() {
+		if e.RetryAfter.After(now) {
+			n++
+		}
+	}
+	return n
 }

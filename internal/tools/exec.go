@@ -32,7 +32,7 @@ func (r *Runner) exec(ctx context.Context, inv Invocation, c *ExecCall) (outcome
 		Command:     c.Command, // one argument of sh -c, never re-quoted
 		Env:         env,
 		Timeout:     timeout,
-		OutputLimit: execOutputLimit,
+		OutputLimit: execOutputLimit + redactSlack, // see formatExec
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -41,7 +41,7 @@ func (r *Runner) exec(ctx context.Context, inv Invocation, c *ExecCall) (outcome
 		return outcome{}, fmt.Errorf("exec: %w", err)
 	}
 	o := outcome{
-		res:         formatExec(res, timeout),
+		res:         formatExec(res, timeout, r.redact),
 		exitCode:    res.ExitCode,
 		outputBytes: max(res.OutputBytes, int64(len(res.Output))),
 	}
@@ -51,15 +51,27 @@ func (r *Runner) exec(ctx context.Context, inv Invocation, c *ExecCall) (outcome
 	return o, nil
 }
 
+// redactSlack is how much more output than execOutputLimit the sandbox
+// keeps, so that a secret that starts before the cut is whole when the
+// output is redacted (secrets up to this long).
+const redactSlack = 16 << 10
+
 // formatExec makes exec's result: "Exit code: N", then a timeout notice,
-// then the output, then a truncation notice.
-func formatExec(res sandbox.ExecResult, timeout time.Duration) proto.ToolResult {
+// then the output, then a truncation notice. The output is redacted
+// (redact, when not nil) before it is cut at execOutputLimit: cut first, a
+// secret running over the cut would leave its first bytes visible, which
+// redacting the cut text cannot match.
+func formatExec(res sandbox.ExecResult, timeout time.Duration, redact func(string) string) proto.ToolResult {
 	out := res.Output
 	total := max(res.OutputBytes, int64(len(out)))
-	if len(out) > execOutputLimit { // a sandbox that kept more than asked
-		out = out[:execOutputLimit]
-	}
 	truncated := int64(len(out)) < total
+	if redact != nil {
+		out = []byte(redact(string(out)))
+	}
+	if len(out) > execOutputLimit { // the slack, or a sandbox that kept more than asked
+		out = out[:execOutputLimit]
+		truncated = true
+	}
 	if truncated {
 		out = trimPartialRune(out)
 	}

@@ -30,3 +30,31 @@ func TestRunRedactsResult(t *testing.T) {
 		t.Errorf("read result %q", res.Text())
 	}
 }
+
+// Output cut in the middle of a secret does not show the secret's first
+// bytes: the output is redacted before it is cut.
+func TestExecTruncationDoesNotLeakASecretPrefix(t *testing.T) {
+	const key = "sk-ant-api03-PREFIXLEAKsecretsecretsecret"
+	red := redact.New([]redact.Secret{{Name: "llm.providers.anthropic.apiKey", Value: key}})
+	for _, at := range []int{1, 5, 13, len(key) - 1} { // secret bytes before the cut
+		t.Run(key[:at], func(t *testing.T) {
+			e := newEnv(t, nil)
+			e.runner.SetRedact(red.String)
+			full := strings.Repeat("x", execOutputLimit-at) + key + "\n" + strings.Repeat("y", 1000)
+			e.sb.execFn = func(_ context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+				out := full[:min(len(full), req.OutputLimit)] // as the sandbox keeps it
+				return sandbox.ExecResult{Output: []byte(out), OutputBytes: int64(len(full))}, nil
+			}
+			res := e.run(t, &ExecCall{Command: "cat big"})
+			text := res.Text()
+			end := strings.LastIndex(text, "\n\n[output truncated: showed ")
+			if end < 0 {
+				t.Fatalf("no truncation notice: %q", text[len(text)-100:])
+			}
+			visible := strings.TrimSpace(text[strings.LastIndex(text[:end], "x")+1 : end])
+			if strings.Contains(visible, key[:at]) || visible != "" && strings.HasPrefix(key, visible) {
+				t.Errorf("the cut output shows the secret's first bytes: %q", text[end-20:])
+			}
+		})
+	}
+}

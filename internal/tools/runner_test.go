@@ -186,7 +186,7 @@ func TestExecRequest(t *testing.T) {
 	if req.Command != command {
 		t.Errorf("command %q, want it unchanged", req.Command)
 	}
-	if req.OutputLimit != 50*1024 || req.Timeout != ModelExecTimeout || req.Dir != "" || req.Stdin != nil {
+	if req.OutputLimit != 50*1024+redactSlack || req.Timeout != ModelExecTimeout || req.Dir != "" || req.Stdin != nil {
 		t.Errorf("request %+v", req)
 	}
 	want := map[string]string{

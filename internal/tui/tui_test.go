@@ -169,32 +169,53 @@ type fixture struct {
 
 	mu      sync.Mutex
 	printed []string
-	turns   int             // turns done
-	screen  strings.Builder // what the renderer wrote
+	turns   int    // turns done
+	frame   string // the latest view, without styles
 }
 
-// Write collects the renderer's output.
-func (f *fixture) Write(p []byte) (int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.screen.Write(p)
+// Write discards the renderer's output: it only writes the cells that
+// changed since the last frame, so a line on screen is not a substring of
+// what was written ("calling exec: x" redrawn as "running exec: x" writes
+// "runn"). What is on screen is the model's latest view, recorded by
+// frameRecorder.
+func (f *fixture) Write(p []byte) (int, error) { return len(p), nil }
+
+// frameRecorder records every view the program renders.
+type frameRecorder struct {
+	tea.Model
+	f *fixture
 }
 
-// waitScreen waits until the renderer drew s (the live area is not
+func (r frameRecorder) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	m, cmd := r.Model.Update(msg)
+	r.Model = m
+	return r, cmd
+}
+
+func (r frameRecorder) View() tea.View {
+	v := r.Model.View()
+	r.f.mu.Lock()
+	r.f.frame = ansi.Strip(v.Content)
+	r.f.mu.Unlock()
+	return v
+}
+
+// waitScreen waits until the screen shows s (the live area is not
 // printed above, it is drawn).
 func (f *fixture) waitScreen(s string) {
 	f.t.Helper()
 	deadline := time.Now().Add(30 * time.Second) // a loaded CI machine draws slowly
+	var frame string
 	for time.Now().Before(deadline) {
 		f.mu.Lock()
-		out := ansi.Strip(f.screen.String())
+		frame = f.frame
 		f.mu.Unlock()
-		if strings.Contains(out, s) {
+		if strings.Contains(frame, s) {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	f.t.Fatalf("%q was not drawn", s)
+	f.t.Fatalf("%q was not drawn; the screen:\n%s", s, frame)
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -219,7 +240,7 @@ func newFixture(t *testing.T) *fixture {
 		defer f.mu.Unlock()
 		f.printed = append(f.printed, strings.Split(ansi.Strip(s), "\n")...)
 	}
-	f.p = tea.NewProgram(newModel(e, st, false), tea.WithInput(nil), tea.WithOutput(f),
+	f.p = tea.NewProgram(frameRecorder{newModel(e, st, false), f}, tea.WithInput(nil), tea.WithOutput(f),
 		tea.WithoutSignals(), tea.WithWindowSize(100, 30), tea.WithFilter(func(m tea.Model, msg tea.Msg) tea.Msg {
 			if _, ok := msg.(turnDoneMsg); ok {
 				f.mu.Lock()

@@ -58,6 +58,7 @@ func New(cfg llm.ProviderConfig) (llm.Provider, error) {
 	if hc == nil {
 		hc = llm.DefaultHTTPClient()
 	}
+	hc = llm.NoRedirects(hc) // the key must not follow a redirect to another host
 	p := &Provider{name: cfg.Name, apiKey: cfg.APIKey, baseURL: base}
 	p.client = sdk.NewClient(
 		option.WithoutEnvironmentDefaults(), // no ANTHROPIC_* env, no profiles

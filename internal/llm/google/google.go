@@ -70,7 +70,7 @@ func New(cfg llm.ProviderConfig) (llm.Provider, error) {
 	client, err := genai.NewClient(context.Background(), &genai.ClientConfig{
 		APIKey:      placeholderKey, // never empty: the SDK would read GOOGLE_API_KEY/GEMINI_API_KEY
 		Backend:     genai.BackendGeminiAPI,
-		HTTPClient:  &http.Client{Transport: p, CheckRedirect: noRedirect},
+		HTTPClient:  &http.Client{Transport: p, CheckRedirect: llm.RefuseRedirect},
 		HTTPOptions: genai.HTTPOptions{BaseURL: root, APIVersion: version},
 	})
 	if err != nil {
@@ -79,10 +79,6 @@ func New(cfg llm.ProviderConfig) (llm.Provider, error) {
 	p.models = client.Models
 	return p, nil
 }
-
-// noRedirect hands a redirect to the SDK as the response it is (an
-// error), so that the key never follows it to another host.
-func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 var versionRE = regexp.MustCompile(`^v[0-9]+((alpha|beta)[0-9]*)?$`)
 

@@ -176,6 +176,10 @@ func TestGateAndConcurrency(t *testing.T) {
 	}
 	close(gate)
 	wg.Wait()
+	// The clients have their answers; the handlers may not have returned yet.
+	if !srv.WaitFinished(3, 5*time.Second) {
+		t.Fatalf("finished = %d", srv.Finished())
+	}
 	if srv.MaxInFlight() != 3 || srv.InFlight() != 0 || srv.Finished() != 3 || srv.Cancelled() != 0 {
 		t.Errorf("max %d now %d finished %d cancelled %d", srv.MaxInFlight(), srv.InFlight(), srv.Finished(), srv.Cancelled())
 	}

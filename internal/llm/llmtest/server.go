@@ -310,7 +310,9 @@ func (s *Server) Cancelled() int {
 	return s.cancelled
 }
 
-// Finished returns how many requests were fully handled (answered or cancelled).
+// Finished returns how many requests were fully handled (answered or
+// cancelled). A client can read the whole answer before its handler has
+// returned: after the client's call, WaitFinished, not Finished.
 func (s *Server) Finished() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -320,6 +322,12 @@ func (s *Server) Finished() int {
 // WaitInFlight waits until exactly n requests are in flight; false on timeout.
 func (s *Server) WaitInFlight(n int, timeout time.Duration) bool {
 	return s.wait(timeout, func() bool { return s.inFlight == n })
+}
+
+// WaitFinished waits until at least n requests were fully handled; false
+// on timeout.
+func (s *Server) WaitFinished(n int, timeout time.Duration) bool {
+	return s.wait(timeout, func() bool { return s.finished >= n })
 }
 
 // WaitCount waits until at least n requests have arrived; false on timeout.
@@ -475,6 +483,12 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, rec Recorded, r
 				return false
 			}
 		}
+		// A client that went away before this event was written is a
+		// cancel; one that hung up after reading the last event is not
+		// (clients close as soon as they have the final event).
+		if ctx.Err() != nil {
+			return false
+		}
 		buf.Reset()
 		ev.writeTo(&buf)
 		if _, err := w.Write(buf.Bytes()); err != nil {
@@ -482,9 +496,6 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, rec Recorded, r
 		}
 		if flusher != nil {
 			flusher.Flush()
-		}
-		if ctx.Err() != nil {
-			return false
 		}
 	}
 	if resp.breakKind != "" && resp.breakAt >= len(events) {

@@ -70,6 +70,7 @@ func clientOptions(cfg llm.ProviderConfig) ([]option.RequestOption, string, erro
 	if hc == nil {
 		hc = llm.DefaultHTTPClient()
 	}
+	hc = llm.NoRedirects(hc) // the key must not follow a redirect to another host
 	opts := []option.RequestOption{
 		option.WithHTTPClient(hc),
 		option.WithBaseURL(base),

@@ -131,11 +131,26 @@ func ImportImage(ctx context.Context, c imageImporter, rootfs []byte, tag, messa
 }
 
 // ImportBusybox makes image tag from the host's static busybox: a minimal
-// sandbox image for machines that cannot reach a registry.
+// sandbox image for machines that cannot reach a registry. Every import is
+// a new image; the one that had the tag before is removed, unless a
+// container uses it or another tag names it (the removal is not forced),
+// instead of staying behind as a dangling <none> image.
 func (d *Runtime) ImportBusybox(ctx context.Context, tag string) error {
 	rootfs, err := BusyboxRootFS(BusyboxPath)
 	if err != nil {
 		return err
 	}
-	return ImportImage(ctx, d.api, rootfs, tag, "beige minimal sandbox (busybox)")
+	old, oldErr := d.api.ImageInspect(ctx, tag)
+	if err := ImportImage(ctx, d.api, rootfs, tag, "beige minimal sandbox (busybox)"); err != nil {
+		return err
+	}
+	if oldErr != nil || old.ID == "" {
+		return nil
+	}
+	if now, err := d.api.ImageInspect(ctx, tag); err == nil && now.ID != old.ID {
+		if _, err := d.api.ImageRemove(ctx, old.ID, client.ImageRemoveOptions{}); err != nil {
+			d.log.Debug("the image the import replaced stays", "image", old.ID, "err", err)
+		}
+	}
+	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/moby/moby/api/types/mount"
 
 	"github.com/beige-dev/beige/internal/atomicfile"
+	"github.com/beige-dev/beige/internal/egress/trust"
 	"github.com/beige-dev/beige/internal/sandbox"
 )
 
@@ -216,6 +217,7 @@ func containerConfig(spec sandbox.Spec, labels map[string]string) (*container.Co
 		Tmpfs: map[string]string{
 			sandbox.TmpPath:  "rw,nosuid,nodev,mode=1777",
 			sandbox.HomePath: fmt.Sprintf("rw,nosuid,nodev,mode=0700,uid=%d,gid=%d", uid, gid),
+			trust.Dir:        "rw,nosuid,nodev,noexec,mode=0755", // root's: the combined CA bundle (trust.BundlePath)
 		},
 		Resources: container.Resources{
 			Memory:    memory,

@@ -43,6 +43,7 @@ var (
 type dockerAPI interface {
 	Ping(ctx context.Context, options client.PingOptions) (client.PingResult, error)
 	ImageInspect(ctx context.Context, image string, opts ...client.ImageInspectOption) (client.ImageInspectResult, error)
+	ImageRemove(ctx context.Context, image string, options client.ImageRemoveOptions) (client.ImageRemoveResult, error)
 	ImageBuild(ctx context.Context, buildContext io.Reader, options client.ImageBuildOptions) (client.ImageBuildResult, error)
 	imageImporter
 	ContainerList(ctx context.Context, options client.ContainerListOptions) (client.ContainerListResult, error)
@@ -79,6 +80,11 @@ type Options struct {
 	// BuildNetwork is the network of RUN steps in BuildImage ("none" for a
 	// build that needs no network); "" is the engine's default bridge.
 	BuildNetwork string
+	// OnHelperRestart, if set, is told of every in-sandbox helper started
+	// again after the agent's previous one died or hung; OnExecFallback of
+	// every call made by a per-call docker exec because the helper was not
+	// available (the beige_sandbox_* metrics).
+	OnHelperRestart, OnExecFallback func(agent string)
 }
 
 // InstanceOf returns the default instance of a $BEIGE_HOME: a short hash
@@ -105,6 +111,8 @@ type Runtime struct {
 	buildNet string // Options.BuildNetwork
 
 	closed atomic.Bool
+
+	onRestart, onFallback func(agent string) // Options.OnHelperRestart, OnExecFallback
 
 	mu    sync.Mutex
 	boxes map[string]*dockerSandbox // by agent
@@ -147,6 +155,7 @@ func newDocker(api dockerAPI, opts Options) *Runtime {
 	}
 	return &Runtime{
 		api: api, log: log, noHelper: opts.DisableHelper, instance: instance, home: opts.Home,
+		onRestart: opts.OnHelperRestart, onFallback: opts.OnExecFallback,
 		buildNet: opts.BuildNetwork,
 		boxes:    make(map[string]*dockerSandbox),
 		locks:    make(map[string]*agentLock),

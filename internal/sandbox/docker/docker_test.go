@@ -791,3 +791,36 @@ func TestFreeze(t *testing.T) {
 	}
 	sh(t, sb2, "true")
 }
+
+// Importing the busybox image again under its tag (beige sandbox build
+// --busybox, which the benchmark runs every time) removes the image it
+// replaces, which would otherwise stay behind as a dangling <none> image.
+func TestImportBusyboxRemovesTheImageItReplaces(t *testing.T) {
+	c := dockertest.RequireDocker(t)
+	dockertest.Image(t) // skips without a static busybox
+	rt := dockertest.NewRuntime(t, docker.Options{})
+	tag := "beige-test:import-" + dockertest.Suffix()
+	ctx := context.Background()
+	var ids []string
+	t.Cleanup(func() {
+		for _, id := range ids {
+			c.ImageRemove(ctx, id, client.ImageRemoveOptions{Force: true})
+		}
+	})
+	for range 2 {
+		if err := rt.ImportBusybox(ctx, tag); err != nil {
+			t.Fatal(err)
+		}
+		img, err := c.ImageInspect(ctx, tag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, img.ID)
+	}
+	if ids[0] == ids[1] {
+		t.Fatalf("the second import gave the same image %s", ids[0])
+	}
+	if _, err := c.ImageInspect(ctx, ids[0]); !cerrdefs.IsNotFound(err) {
+		t.Errorf("the replaced image %s is still there (err %v)", ids[0], err)
+	}
+}

@@ -53,6 +53,7 @@ type dockerSandbox struct {
 
 	hmu     sync.Mutex
 	hc      *helperClient // nil until started, or after it died
+	started bool          // a helper was started before: the next is a restart
 	retryAt time.Time     // no helper start before this
 	closed  bool
 
@@ -158,7 +159,19 @@ func (s *dockerSandbox) helper(ctx context.Context) *helperClient {
 		return nil
 	}
 	s.hc = hc
+	if s.started && s.d.onRestart != nil {
+		s.d.onRestart(s.agent)
+	}
+	s.started = true
 	return hc
+}
+
+// fellBack counts a call made by docker exec although the sandbox uses
+// the helper (it was not available, or the body too large for it).
+func (s *dockerSandbox) fellBack() {
+	if s.useHelper && s.d.onFallback != nil {
+		s.d.onFallback(s.agent)
+	}
 }
 
 // retryHelperNow lets the next call try to start the helper even if a
@@ -338,6 +351,7 @@ func (s *dockerSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sand
 	if hc := s.helper(ctx); hc != nil && len(req.Stdin) <= proto.MaxHelperBody {
 		res, err = s.helperExec(ctx, hc, req)
 	} else {
+		s.fellBack()
 		res, err = s.dockerExecCommand(ctx, req)
 	}
 	res.Duration = time.Since(start)
@@ -398,6 +412,7 @@ func (s *dockerSandbox) ReadFile(ctx context.Context, p string, max int64) ([]by
 			data, size = resp.Body, resp.Size
 		}
 	} else {
+		s.fellBack()
 		data, size, err = s.dockerReadFile(ctx, p, max)
 	}
 	if err != nil {
@@ -419,6 +434,7 @@ func (s *dockerSandbox) WriteFile(ctx context.Context, p string, data []byte) er
 			err = helperError(resp)
 		}
 	} else {
+		s.fellBack()
 		err = s.dockerWriteFile(ctx, p, data)
 	}
 	if err != nil {

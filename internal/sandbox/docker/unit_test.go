@@ -193,6 +193,10 @@ func (f *fakeAPI) ExecCreate(_ context.Context, id string, _ client.ExecCreateOp
 	return client.ExecCreateResult{}, cerrdefs.ErrConflict.WithMessage("container is not running")
 }
 
+func (f *fakeAPI) ImageRemove(context.Context, string, client.ImageRemoveOptions) (client.ImageRemoveResult, error) {
+	return client.ImageRemoveResult{}, errors.New("not faked")
+}
+
 func (f *fakeAPI) ExecAttach(context.Context, string, client.ExecAttachOptions) (client.ExecAttachResult, error) {
 	return client.ExecAttachResult{}, errors.New("not faked")
 }
