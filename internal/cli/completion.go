@@ -50,27 +50,32 @@ func (a *app) completeAgentArg(cmd *cobra.Command, args []string, toComplete str
 
 // completeAgents lists the config's agents that start with toComplete.
 func (a *app) completeAgents(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	return a.completeNames("agents", toComplete)
+}
+
+// completePluginArg completes a command's one positional plugin name
+// with the config's plugins.
+func (a *app) completePluginArg(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	return a.completeNames("plugins", toComplete)
+}
+
+// completeNames lists the names under section of the config -c names (or
+// the default one) that start with toComplete; none when it cannot be
+// read.
+func (a *app) completeNames(section, toComplete string) ([]string, cobra.ShellCompDirective) {
 	var out []string
-	for _, name := range a.agentNames() {
-		if strings.HasPrefix(name, toComplete) {
-			out = append(out, name)
+	if path, err := a.config(); err == nil {
+		names, _ := config.Names(path, section)
+		for _, name := range names {
+			if strings.HasPrefix(name, toComplete) {
+				out = append(out, name)
+			}
 		}
 	}
 	return out, cobra.ShellCompDirectiveNoFileComp
-}
-
-// agentNames are the agents of the config -c names (or the default one),
-// or none when it cannot be read.
-func (a *app) agentNames() []string {
-	path, err := a.config()
-	if err != nil {
-		return nil
-	}
-	names, err := config.AgentNames(path)
-	if err != nil {
-		return nil
-	}
-	return names
 }
 
 // completeSessions lists the session keys that start with toComplete,

@@ -65,10 +65,18 @@ func TestCompleteAgents(t *testing.T) {
 	if got := completions(t, "tui", "travel", ""); len(got) != 0 {
 		t.Errorf("tui travel <TAB> = %q, want nothing (one agent only)", got)
 	}
+	if got := completions(t, "plugins", "remove", ""); len(got) != 0 {
+		t.Errorf("plugins remove <TAB> without plugins = %q, want nothing", got)
+	}
 	other := filepath.Join(t.TempDir(), "other.json5")
-	writeFile(t, other, `{ agents: { ops: {} } }`)
+	writeFile(t, other, `{ agents: { ops: {} }, plugins: { git: {}, telegram: {} } }`)
 	if got, want := completions(t, "-c", other, "tui", ""), []string{"ops"}; !slices.Equal(got, want) {
 		t.Errorf("-c other.json5 tui <TAB> = %q, want %q", got, want)
+	}
+	for _, cmd := range []string{"remove", "update"} {
+		if got, want := completions(t, "-c", other, "plugins", cmd, ""), []string{"git", "telegram"}; !slices.Equal(got, want) {
+			t.Errorf("plugins %s <TAB> = %q, want %q", cmd, got, want)
+		}
 	}
 }
 

@@ -197,11 +197,12 @@ func applyDefaults(cfg *Config) {
 	}
 }
 
-// AgentNames returns the names under "agents" of the config file at path,
-// in file order, without validating anything else: for shell completion,
-// which must work while another part of the config is being fixed (or an
-// API key is not set in this shell).
-func AgentNames(path string) ([]string, error) {
+// Names returns the keys of the top-level object section ("agents",
+// "plugins") of the config file at path, in file order, without
+// validating anything else: for shell completion, which must work while
+// another part of the config is being fixed (or an API key is not set in
+// this shell).
+func Names(path, section string) ([]string, error) {
 	data, err := readFile(path)
 	if err != nil {
 		return nil, err
@@ -210,9 +211,9 @@ func AgentNames(path string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	agents := root.get("agents")
-	if agents == nil || agents.kind != kindObject {
+	n := root.get(section)
+	if n == nil || n.kind != kindObject {
 		return nil, nil
 	}
-	return append([]string(nil), agents.keys...), nil
+	return append([]string(nil), n.keys...), nil
 }
