@@ -163,6 +163,7 @@ $BEIGE_HOME/config.json5 unless -c says otherwise.`,
 		a.pluginsCommand(),
 		a.auditCommand(),
 	)
+	a.registerCompletions(root)
 	return root
 }
 

@@ -23,9 +23,12 @@ func (a *app) configCommand() *cobra.Command {
 		Use:   "validate",
 		Short: "Check the config and print OK or every problem found",
 		Long: `Validate loads the config (default $BEIGE_HOME/config.json5, or -c PATH),
-resolves ${VAR} references from the environment, and checks it. It prints OK
-and exits 0, or prints every problem as file:line:col: path: message and
-exits 1.`,
+resolves ${VAR} references from the environment, and checks it: the keys
+and values, the plugin and skill folders, each plugin's config (merged with
+its defaultConfig and each agent's pluginConfigs) against the configSchema of
+its plugin.json, and that every provider's API is built into this binary.
+gateway start checks the same. It prints OK and exits 0, or prints every
+problem as file:line:col: path: message and exits 1.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := a.loadConfig()

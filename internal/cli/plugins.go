@@ -100,9 +100,10 @@ tokens) is never touched.`,
 	}
 
 	remove := &cobra.Command{
-		Use:   "remove <name>",
-		Short: "Delete an installed plugin's folder and its config entry",
-		Args:  cobra.ExactArgs(1),
+		Use:               "remove <name>",
+		Short:             "Delete an installed plugin's folder and its config entry",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: a.completePluginArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := install.ValidName(args[0]); err != nil {
 				return exitf(ExitUsage, "%v", err)
@@ -125,7 +126,8 @@ tokens) is never touched.`,
 		Long: `Update installs plugins again from the _source their config entry records,
 keeping each entry's config. Without a name it updates every plugin with a
 _source (those of one source are fetched once).`,
-		Args: cobra.MaximumNArgs(1),
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: a.completePluginArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				if err := install.ValidName(args[0]); err != nil {

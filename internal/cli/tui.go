@@ -45,7 +45,8 @@ Commands, handled here and never sent to the model:
 		Example: `  beige tui
   beige tui assistant
   beige -g http://127.0.0.1:8080 tui assistant`,
-		Args: cobra.MaximumNArgs(1),
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: a.completeAgentArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var name string
 			if len(args) == 1 {

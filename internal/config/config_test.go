@@ -567,6 +567,12 @@ func TestParseByteSize(t *testing.T) {
 		{"512", 512, true}, {"1k", 1024, true}, {"2g", 2 << 30, true}, {"2G", 2 << 30, true},
 		{"3gb", 3 << 30, true}, {"1.5m", 3 << 19, true}, {"1t", 1 << 40, true},
 		{"", 0, false}, {"g", 0, false}, {"-1g", 0, false}, {"lots", 0, false}, {"1x", 0, false}, {"inf", 0, false},
+		{"0", 0, true}, {"1048576", 1 << 20, true}, {"512b", 512, true}, {"1K", 1 << 10, true}, {"64mb", 64 << 20, true},
+		{"64MiB", 64 << 20, true}, {"3G", 3 << 30, true}, {" 2g ", 2 << 30, true}, {"1.5g", 3 << 29, true},
+		{"-1", 0, false}, {"0x10", 0, false}, {"1e3", 0, false}, {"1e3m", 0, false}, {"+5", 0, false}, {"NaN", 0, false},
+		{"5i", 0, false}, {".", 0, false}, {"1.2.3", 0, false},
+		// Too large for 63 bits: refused, not wrapped to a negative size.
+		{"99999999999999999999", 0, false}, {"9999999999t", 0, false}, {"8388608t", 0, false}, {"8388607t", 8388607 << 40, true},
 	}
 	for _, tc := range cases {
 		got, err := ParseByteSize(tc.in)
@@ -591,8 +597,15 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{a: [1, 'x', {b: null}], c: 0x1f, d: -Infinity, e: "\u0041"}`))
 	f.Add([]byte(`{llm: {providers: {p: {apiKey: "${X:-y}"}}}, agents: {a: {model: {provider: "p", model: 1}}}}`))
 	f.Add([]byte("{\"\\u0061\": /* c */ 1,}"))
+	f.Add([]byte(minimal("", `pluginConfigs: { p: { a: [1, {b: "x"}], o: null } },`, `plugins: { p: { config: { a: [{c: 1}], typo: 1, o: { n: "1" } } } },`)))
+	// p's schema exercises the mapping of schema errors back to the file.
+	builtins := map[string]*Manifest{"p": {Name: "p", DefaultConfig: map[string]any{"o": map[string]any{"n": 1.0}},
+		ConfigSchema: map[string]any{"type": "object", "additionalProperties": false, "required": []any{"a"}, "properties": map[string]any{
+			"a": map[string]any{"type": "array", "items": map[string]any{"type": "object", "properties": map[string]any{"b": map[string]any{"type": "number"}}, "additionalProperties": false}},
+			"o": map[string]any{"type": "object", "required": []any{"n"}, "properties": map[string]any{"n": map[string]any{"type": "number"}}},
+		}}}}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, err := Parse("fuzz.json5", data, &LoadOptions{LookupEnv: func(string) (string, bool) { return "v", true }})
+		cfg, err := Parse("fuzz.json5", data, &LoadOptions{LookupEnv: func(string) (string, bool) { return "v", true }, Builtins: builtins})
 		if err == nil && cfg == nil {
 			t.Fatal("nil config without error")
 		}

@@ -20,6 +20,7 @@ type decoder struct {
 	lookup func(string) (string, bool) // environment
 	errs   ErrorList
 	pos    map[string]Pos    // JSON path -> where its value starts
+	keyPos map[string]Pos    // JSON path -> where its key starts (map entries)
 	interp map[string]string // JSON path -> value of a string that had ${VAR}
 }
 
@@ -109,6 +110,7 @@ func (d *decoder) decode(n *node, path string, v reflect.Value) {
 		for i, k := range n.keys {
 			ev := reflect.New(t.Elem()).Elem()
 			kp := joinPath(path, k)
+			d.keyPos[kp] = n.keyPos[i]
 			d.decode(n.vals[i], kp, ev)
 			m.SetMapIndex(reflect.ValueOf(k), ev)
 		}
@@ -166,7 +168,9 @@ func (d *decoder) plain(n *node, path string) any {
 	case kindObject:
 		m := make(map[string]any, len(n.keys))
 		for i, k := range n.keys {
-			m[k] = d.plain(n.vals[i], joinPath(path, k))
+			kp := joinPath(path, k)
+			d.keyPos[kp] = n.keyPos[i]
+			m[k] = d.plain(n.vals[i], kp)
 		}
 		return m
 	case kindArray:
@@ -303,23 +307,40 @@ func (b *ByteSize) decodeNode(d *decoder, n *node, path string) {
 	}
 }
 
-// ParseByteSize parses "512", "512k", "2g", "1.5G", "3gb" into bytes.
+// ParseByteSize parses a size: a whole number of bytes ("1048576") or a
+// number with a k, m, g or t suffix in powers of 1024, optionally followed
+// by "b" or "ib" ("512m", "2g", "1.5G", "3gb", "64MiB"). Only digits and a
+// dot are a number here (no sign, exponent, hex or Inf), and a size that
+// does not fit 63 bits is refused, not wrapped around.
 func ParseByteSize(s string) (ByteSize, error) {
+	bad := fmt.Errorf("invalid size %q (want e.g. \"512m\", \"2g\" or a number of bytes)", s)
 	t := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(s)), "b")
-	mult := 1.0
+	if n := len(t); n >= 2 && t[n-1] == 'i' && sizeUnits[t[n-2]] != 0 {
+		t = t[:n-1]
+	}
+	mult := int64(1)
 	if n := len(t); n > 0 {
 		if m, ok := sizeUnits[t[n-1]]; ok {
 			mult, t = m, t[:n-1]
 		}
 	}
-	f, err := strconv.ParseFloat(t, 64)
-	if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
-		return 0, fmt.Errorf("invalid size %q (want e.g. \"512m\", \"2g\" or a number of bytes)", s)
+	if t == "" || strings.Trim(t, "0123456789.") != "" {
+		return 0, bad
 	}
-	return ByteSize(f * mult), nil
+	if n, err := strconv.ParseInt(t, 10, 64); err == nil {
+		if n > math.MaxInt64/mult {
+			return 0, bad
+		}
+		return ByteSize(n * mult), nil
+	}
+	f, err := strconv.ParseFloat(t, 64)
+	if err != nil || f*float64(mult) >= math.MaxInt64 {
+		return 0, bad
+	}
+	return ByteSize(f * float64(mult)), nil
 }
 
-var sizeUnits = map[byte]float64{'k': 1 << 10, 'm': 1 << 20, 'g': 1 << 30, 't': 1 << 40}
+var sizeUnits = map[byte]int64{'k': 1 << 10, 'm': 1 << 20, 'g': 1 << 30, 't': 1 << 40}
 
 func (m *Mount) decodeNode(d *decoder, n *node, path string) {
 	switch n.kind {

@@ -111,7 +111,7 @@ func Parse(path string, data []byte, opts *LoadOptions) (*Config, error) {
 		e.File = path
 		return nil, ErrorList{e}
 	}
-	d := &decoder{file: path, dir: filepath.Dir(abs), lookup: lookup, pos: map[string]Pos{}, interp: map[string]string{}}
+	d := &decoder{file: path, dir: filepath.Dir(abs), lookup: lookup, pos: map[string]Pos{}, keyPos: map[string]Pos{}, interp: map[string]string{}}
 	cfg := &Config{}
 	if root.kind != kindObject {
 		d.errorf(root.pos, "", "the config must be an object ({ llm: ..., agents: ... }), got %s", root.kind)
@@ -195,4 +195,25 @@ func applyDefaults(cfg *Config) {
 			s.Network = DefaultNetwork
 		}
 	}
+}
+
+// Names returns the keys of the top-level object section ("agents",
+// "plugins") of the config file at path, in file order, without
+// validating anything else: for shell completion, which must work while
+// another part of the config is being fixed (or an API key is not set in
+// this shell).
+func Names(path, section string) ([]string, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	root, err := parseTree(data)
+	if err != nil {
+		return nil, err
+	}
+	n := root.get(section)
+	if n == nil || n.kind != kindObject {
+		return nil, nil
+	}
+	return append([]string(nil), n.keys...), nil
 }

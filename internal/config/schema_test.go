@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/titanous/json5"
 
 	"github.com/beige-dev/beige/internal/home"
@@ -91,126 +93,55 @@ func TestJSONSchemaMatchesLoader(t *testing.T) {
 	}
 }
 
-// TestJSONSchemaChecksConfigs runs the schema, as an editor would, over
-// configs the loader accepts and over genuine mistakes.
+// TestJSONSchemaChecksConfigs runs the schema through a JSON Schema
+// validator, as an editor would, over configs the loader accepts and over
+// genuine mistakes.
 func TestJSONSchemaChecksConfigs(t *testing.T) {
-	s := loadSchema(t)
+	b, err := JSONSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("config.schema.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile("config.schema.json")
+	if err != nil {
+		t.Fatalf("the schema does not compile: %v", err)
+	}
 	tests := []struct {
 		name, src string
-		wantErr   string // "" = valid
+		wantErr   string // in the validator's report; "" = valid
 	}{
 		{"template", string(home.ConfigTemplate()), ""},
 		{"spec example", specExample, ""},
 		{"original dev config", originalDevConfig, ""},
 		{"sizes and mounts", strings.Replace(minimal("", "", ""), `image: "img"`, `image: "img", memoryLimit: "2g", pidsLimit: 10, extraMounts: ["/a:/b:ro", {source: "/c", target: "/d", readOnly: true}]`, 1), ""},
-		{"typo", minimal("", "", `gateway: { prot: 8080 },`), "gateway: unknown key prot"},
-		{"missing sandbox", strings.Replace(minimal("", "", ""), `sandbox: { image: "img" },`, "", 1), "agents.a1: missing sandbox"},
-		{"wrong type", minimal("", "", `gateway: { port: "80" },`), "gateway.port: want integer"},
-		{"unknown api", minimal(`api: "openai"`, "", ""), "llm.providers.anthropic.api: not in enum"},
-		{"bad mount", strings.Replace(minimal("", "", ""), `image: "img"`, `image: "img", extraMounts: [{source: "/c"}]`, 1), "agents.a1.sandbox.extraMounts[0]: no alternative"},
+		{"typo", minimal("", "", `gateway: { prot: 8080 },`), "at '/gateway': additional properties 'prot' not allowed"},
+		{"missing sandbox", strings.Replace(minimal("", "", ""), `sandbox: { image: "img" },`, "", 1), "at '/agents/a1': missing property 'sandbox'"},
+		{"wrong type", minimal("", "", `gateway: { port: "80" },`), "at '/gateway/port': got string, want integer"},
+		{"unknown api", minimal(`api: "openai"`, "", ""), "at '/llm/providers/anthropic/api': value must be one of"},
+		{"bad mount", strings.Replace(minimal("", "", ""), `image: "img"`, `image: "img", extraMounts: [{source: "/c"}]`, 1), "at '/agents/a1/sandbox/extraMounts/0': 'oneOf' failed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var doc any
-			if err := json5.Unmarshal([]byte(tt.src), &doc); err != nil {
+			var v any
+			if err := json5.Unmarshal([]byte(tt.src), &v); err != nil {
 				t.Fatal(err)
 			}
-			errs := checkSchema(s, s, doc, "")
+			err := sch.Validate(v)
 			switch {
-			case tt.wantErr == "" && len(errs) > 0:
-				t.Errorf("valid config refused: %v", errs)
-			case tt.wantErr != "" && !slices.Contains(errs, tt.wantErr):
-				t.Errorf("errors %q, want %q", errs, tt.wantErr)
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("valid config refused: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("errors %v, want %q", err, tt.wantErr)
 			}
 		})
 	}
 }
 
 func asSlice(v any) []any { a, _ := v.([]any); return a }
-
-// checkSchema is a small JSON Schema checker for the keywords JSONSchema
-// uses ($ref, type, properties, additionalProperties, required, items,
-// oneOf, enum).
-func checkSchema(root, s map[string]any, v any, path string) []string {
-	if ref, ok := s["$ref"].(string); ok {
-		def := root["$defs"].(map[string]any)[strings.TrimPrefix(ref, "#/$defs/")].(map[string]any)
-		return checkSchema(root, def, v, path)
-	}
-	if alts := asSlice(s["oneOf"]); alts != nil {
-		n := 0
-		for _, a := range alts {
-			if len(checkSchema(root, a.(map[string]any), v, path)) == 0 {
-				n++
-			}
-		}
-		if n != 1 {
-			return []string{path + ": no alternative"}
-		}
-		return nil
-	}
-	if enum := asSlice(s["enum"]); enum != nil && !slices.Contains(enum, v) {
-		return []string{path + ": not in enum"}
-	}
-	var errs []string
-	join := func(k string) string {
-		if path == "" {
-			return k
-		}
-		return path + "." + k
-	}
-	switch typ, _ := s["type"].(string); typ {
-	case "object":
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return []string{path + ": want object"}
-		}
-		props, _ := s["properties"].(map[string]any)
-		for _, r := range asSlice(s["required"]) {
-			if _, ok := obj[r.(string)]; !ok {
-				errs = append(errs, path+": missing "+r.(string))
-			}
-		}
-		for k, val := range obj {
-			if ps, ok := props[k].(map[string]any); ok {
-				errs = append(errs, checkSchema(root, ps, val, join(k))...)
-				continue
-			}
-			switch ap := s["additionalProperties"].(type) {
-			case bool:
-				if !ap {
-					errs = append(errs, path+": unknown key "+k)
-				}
-			case map[string]any:
-				errs = append(errs, checkSchema(root, ap, val, join(k))...)
-			}
-		}
-	case "array":
-		arr, ok := v.([]any)
-		if !ok {
-			return []string{path + ": want array"}
-		}
-		if items, ok := s["items"].(map[string]any); ok {
-			for i, it := range arr {
-				errs = append(errs, checkSchema(root, items, it, fmt.Sprintf("%s[%d]", path, i))...)
-			}
-		}
-	case "string":
-		if _, ok := v.(string); !ok {
-			return []string{path + ": want string"}
-		}
-	case "integer":
-		f, ok := v.(float64)
-		if !ok || f != float64(int64(f)) {
-			return []string{path + ": want integer"}
-		}
-	case "number":
-		if _, ok := v.(float64); !ok {
-			return []string{path + ": want number"}
-		}
-	case "boolean":
-		if _, ok := v.(bool); !ok {
-			return []string{path + ": want boolean"}
-		}
-	}
-	return errs
-}

@@ -94,6 +94,7 @@ func (v *validator) errorAt(path, format string, args ...any) { v.d.errorAt(path
 func (v *validator) validate() {
 	v.providers()
 	v.plugins()
+	v.pluginSchemas()
 	v.skills()
 	v.agents()
 	v.gateway()
@@ -140,7 +141,7 @@ func (v *validator) providers() {
 			}
 			v.errorAt(path+".api", "%s", msg)
 		case v.supportedAPI != nil && !v.supportedAPI(p.API):
-			v.errorAt(path+".api", "api %q is not supported by this build of beige yet", p.API)
+			v.unbuiltAPI(path, name, p.API)
 		}
 		if p.BaseURL != "" {
 			u, err := url.Parse(p.BaseURL)
@@ -163,6 +164,27 @@ func (v *validator) providers() {
 			}
 		}
 	}
+}
+
+// unbuiltAPI reports a provider whose API this binary has no
+// implementation of: at its "api" key, or, when the API was inferred from
+// the provider's name, at the provider.
+func (v *validator) unbuiltAPI(path, name, api string) {
+	var built []string
+	for _, a := range APIs {
+		if v.supportedAPI(a) {
+			built = append(built, a)
+		}
+	}
+	list := "none"
+	if len(built) > 0 {
+		list = strings.Join(built, ", ")
+	}
+	if _, written := v.d.pos[path+".api"]; written {
+		v.errorAt(path+".api", "api %q is not built into this beige binary (built: %s)", api, list)
+		return
+	}
+	v.errorAt(path, "provider %q speaks api %q (known from its name), which is not built into this beige binary (built: %s); set \"api\" to one that is", name, api, list)
 }
 
 func (v *validator) plugins() {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/llm/llmtest"
+	"github.com/beige-dev/beige/internal/routing/routingtest"
 )
 
 // twoProviders starts a gateway whose agent uses provider pa's model first
@@ -155,7 +156,7 @@ func TestProviderConcurrencyLimit(t *testing.T) {
 		if i < 2 { // takes a slot: wait until its request is at the provider
 			waitFor(fmt.Sprintf("request %d", i), func() bool { return len(a.Requests()) == i+1 })
 		} else { // queues: wait until it waits
-			waitFor(fmt.Sprintf("prompt %d to queue", i), func() bool { _, w := g.router.QueueStats("pa"); return w == i-1 })
+			waitFor(fmt.Sprintf("prompt %d to queue", i), func() bool { _, w := g.router.QueueStats("pa"); return w == i-1 && routingtest.Queued() == i-1 })
 		}
 	}
 	// Release the answers one at a time: each frees a slot, which the

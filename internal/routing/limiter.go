@@ -1,29 +1,34 @@
 package routing
 
 import (
-	"container/list"
 	"context"
 	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/semaphore"
 )
 
-// Limiter is a FIFO counting semaphore: at most its limit of holders at
-// once; the others wait in arrival order and are never rejected. The
-// zero value is not usable; see NewLimiter.
+// Limiter is a FIFO counting semaphore (x/sync's semaphore.Weighted): at
+// most its limit of holders at once; the others wait in arrival order and
+// are never rejected. The zero value is not usable; see NewLimiter.
 type Limiter struct {
-	limit int // ≤ 0: unlimited
+	limit int                 // ≤ 0: unlimited
+	sem   *semaphore.Weighted // nil when unlimited
 
-	mu      sync.Mutex
-	inUse   int
-	waiters list.List // of *waiter, oldest first
-}
-
-type waiter struct {
-	ready   chan struct{} // closed when the slot is handed over
-	granted bool          // set under mu with the close
+	// inUse and waiting are for Stats. A caller counts as waiting from
+	// just before it queues until it holds a slot or gives up, so once
+	// the callers are blocked the numbers are exact.
+	inUse, waiting atomic.Int64
 }
 
 // NewLimiter returns a limiter of n slots; n ≤ 0 means unlimited.
-func NewLimiter(n int) *Limiter { return &Limiter{limit: n} }
+func NewLimiter(n int) *Limiter {
+	l := &Limiter{limit: n}
+	if n > 0 {
+		l.sem = semaphore.NewWeighted(int64(n))
+	}
+	return l
+}
 
 // Limit returns the number of slots (≤ 0: unlimited).
 func (l *Limiter) Limit() int { return l.limit }
@@ -37,56 +42,25 @@ func (l *Limiter) Acquire(ctx context.Context) (release func(), err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if l == nil || l.limit <= 0 {
+	if l == nil || l.sem == nil {
 		return func() {}, nil
 	}
-	l.mu.Lock()
-	if l.inUse < l.limit && l.waiters.Len() == 0 {
-		l.inUse++
-		l.mu.Unlock()
-		return l.releaser(), nil
+	if !l.sem.TryAcquire(1) {
+		l.waiting.Add(1)
+		err := l.sem.Acquire(ctx, 1)
+		l.waiting.Add(-1)
+		if err != nil {
+			return nil, err
+		}
 	}
-	w := &waiter{ready: make(chan struct{})}
-	elem := l.waiters.PushBack(w)
-	l.mu.Unlock()
-
-	select {
-	case <-w.ready:
-		return l.releaser(), nil
-	case <-ctx.Done():
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if w.granted {
-		// The slot arrived as ctx ended: it is ours, so hand it on.
-		l.releaseLocked()
-	} else {
-		l.waiters.Remove(elem)
-	}
-	return nil, ctx.Err()
-}
-
-func (l *Limiter) releaser() func() {
+	l.inUse.Add(1)
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			l.releaseLocked()
+			l.inUse.Add(-1)
+			l.sem.Release(1)
 		})
-	}
-}
-
-// releaseLocked frees one slot: it goes to the oldest waiter if there is
-// one (inUse is unchanged), else back to the pool.
-func (l *Limiter) releaseLocked() {
-	if front := l.waiters.Front(); front != nil {
-		w := l.waiters.Remove(front).(*waiter)
-		w.granted = true
-		close(w.ready)
-		return
-	}
-	l.inUse--
+	}, nil
 }
 
 // Stats returns how many slots are held and how many callers wait.
@@ -94,9 +68,7 @@ func (l *Limiter) Stats() (inUse, waiting int) {
 	if l == nil {
 		return 0, 0
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.inUse, l.waiters.Len()
+	return int(l.inUse.Load()), int(l.waiting.Load())
 }
 
 // Limiters holds one Limiter per provider. A provider without a limit (or

@@ -6,7 +6,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/beige-dev/beige/internal/routing/routingtest"
 )
 
 // waitFor polls cond until it holds or the test's patience runs out.
@@ -21,110 +24,121 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// The limiter tests run in a synctest bubble: synctest.Wait returns when
+// every goroutine is blocked, so "it holds a slot or has queued" is known
+// exactly, with no polling deciding the order of arrivals.
+
 func TestLimiterFIFO(t *testing.T) {
-	const n, limit = 10, 2
-	ls := NewLimiters(map[string]int{"p": limit})
-	var (
-		inFlight, peak atomic.Int32
-		acquired       [n]atomic.Bool
-		hold           [n]chan struct{}
-		wg             sync.WaitGroup
-	)
-	for i := range n {
-		hold[i] = make(chan struct{})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			release, err := ls.Acquire(t.Context(), "p")
-			if err != nil {
-				t.Errorf("acquire %d: %v", i, err)
-				return
-			}
-			cur := inFlight.Add(1)
-			for p := peak.Load(); cur > p && !peak.CompareAndSwap(p, cur); p = peak.Load() {
-			}
-			acquired[i].Store(true)
-			<-hold[i]
-			inFlight.Add(-1)
-			release()
-		}()
-		// Arrival order is launch order: wait until i holds or queues.
-		waitFor(t, "arrival", func() bool {
-			inUse, waiting := ls.Stats("p")
-			return inUse+waiting == i+1
-		})
-	}
-	if inUse, waiting := ls.Stats("p"); inUse != limit || waiting != n-limit {
-		t.Fatalf("stats = %d in use, %d waiting; want %d, %d", inUse, waiting, limit, n-limit)
-	}
-	// Free one slot at a time: exactly the oldest waiter gets it.
-	for k := range n {
-		close(hold[k])
-		next := k + limit
-		if next < n {
-			waitFor(t, "grant", func() bool { return acquired[next].Load() })
-		}
-		for j := next + 1; j < n; j++ {
-			if acquired[j].Load() {
-				t.Fatalf("after releasing %d, waiter %d was served before %d", k, j, next)
+	synctest.Test(t, func(t *testing.T) {
+		const n, limit = 10, 2
+		ls := NewLimiters(map[string]int{"p": limit})
+		var (
+			inFlight, peak atomic.Int32
+			acquired       [n]atomic.Bool
+			hold           [n]chan struct{}
+			wg             sync.WaitGroup
+		)
+		for i := range n {
+			hold[i] = make(chan struct{})
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				release, err := ls.Acquire(t.Context(), "p")
+				if err != nil {
+					t.Errorf("acquire %d: %v", i, err)
+					return
+				}
+				cur := inFlight.Add(1)
+				for p := peak.Load(); cur > p && !peak.CompareAndSwap(p, cur); p = peak.Load() {
+				}
+				acquired[i].Store(true)
+				<-hold[i]
+				inFlight.Add(-1)
+				release()
+			}()
+			// Arrival order is launch order: i holds or queues.
+			synctest.Wait()
+			if inUse, waiting := ls.Stats("p"); inUse+waiting != i+1 {
+				t.Fatalf("after %d arrivals: %d in use, %d waiting", i+1, inUse, waiting)
 			}
 		}
-	}
-	wg.Wait()
-	if peak.Load() > limit {
-		t.Errorf("peak in flight = %d, limit %d", peak.Load(), limit)
-	}
-	if inUse, waiting := ls.Stats("p"); inUse != 0 || waiting != 0 {
-		t.Errorf("leak: %d in use, %d waiting", inUse, waiting)
-	}
+		if inUse, waiting := ls.Stats("p"); inUse != limit || waiting != n-limit {
+			t.Fatalf("stats = %d in use, %d waiting; want %d, %d", inUse, waiting, limit, n-limit)
+		}
+		// Free one slot at a time: exactly the oldest waiter gets it.
+		for k := range n {
+			close(hold[k])
+			synctest.Wait()
+			next := k + limit
+			for j := range n {
+				if want := j <= next && j < n; acquired[j].Load() != want {
+					t.Fatalf("after releasing %d: waiter %d served = %v, want %v", k, j, acquired[j].Load(), want)
+				}
+			}
+		}
+		wg.Wait()
+		if peak.Load() > limit {
+			t.Errorf("peak in flight = %d, limit %d", peak.Load(), limit)
+		}
+		if inUse, waiting := ls.Stats("p"); inUse != 0 || waiting != 0 {
+			t.Errorf("leak: %d in use, %d waiting", inUse, waiting)
+		}
+	})
 }
 
 func TestLimiterCancelledWaiter(t *testing.T) {
-	l := NewLimiter(1)
-	releaseA, err := l.Acquire(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctxB, cancelB := context.WithCancel(t.Context())
-	errB := make(chan error, 1)
-	go func() {
-		_, err := l.Acquire(ctxB)
-		errB <- err
-	}()
-	waitFor(t, "B queued", func() bool { _, w := l.Stats(); return w == 1 })
-	gotC := make(chan func(), 1)
-	go func() {
-		r, err := l.Acquire(t.Context())
+	synctest.Test(t, func(t *testing.T) {
+		l := NewLimiter(1)
+		releaseA, err := l.Acquire(t.Context())
 		if err != nil {
-			t.Error(err)
+			t.Fatal(err)
 		}
-		gotC <- r
-	}()
-	waitFor(t, "C queued", func() bool { _, w := l.Stats(); return w == 2 })
+		ctxB, cancelB := context.WithCancel(t.Context())
+		errB := make(chan error, 1)
+		go func() {
+			_, err := l.Acquire(ctxB)
+			errB <- err
+		}()
+		synctest.Wait() // B queued
+		gotC := make(chan func(), 1)
+		go func() {
+			r, err := l.Acquire(t.Context())
+			if err != nil {
+				t.Error(err)
+			}
+			gotC <- r
+		}()
+		synctest.Wait() // C queued behind B
+		if inUse, w := l.Stats(); inUse != 1 || w != 2 {
+			t.Fatalf("stats = %d in use, %d waiting; want 1, 2", inUse, w)
+		}
 
-	cancelB()
-	select {
-	case err := <-errB:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("B: %v, want context.Canceled", err)
+		cancelB()
+		synctest.Wait()
+		select {
+		case err := <-errB:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("B: %v, want context.Canceled", err)
+			}
+		default:
+			t.Fatal("cancelled waiter still waiting")
 		}
-	case <-time.After(time.Second):
-		t.Fatal("cancelled waiter still waiting")
-	}
-	if _, w := l.Stats(); w != 1 {
-		t.Errorf("waiting = %d after cancel, want 1", w)
-	}
-	releaseA()
-	releaseA() // a second release does nothing
-	select {
-	case r := <-gotC:
-		r()
-	case <-time.After(time.Second):
-		t.Fatal("C never served")
-	}
-	if inUse, w := l.Stats(); inUse != 0 || w != 0 {
-		t.Errorf("leak: %d in use, %d waiting", inUse, w)
-	}
+		if _, w := l.Stats(); w != 1 {
+			t.Errorf("waiting = %d after cancel, want 1", w)
+		}
+		releaseA()
+		releaseA() // a second release does nothing
+		synctest.Wait()
+		select {
+		case r := <-gotC:
+			r()
+		default:
+			t.Fatal("C never served")
+		}
+		if inUse, w := l.Stats(); inUse != 0 || w != 0 {
+			t.Errorf("leak: %d in use, %d waiting", inUse, w)
+		}
+	})
 }
 
 // TestLimiterCancelRace cancels waiters at the moment their slot is handed
@@ -144,7 +158,7 @@ func TestLimiterCancelRace(t *testing.T) {
 				r()
 			}
 		}()
-		waitFor(t, "queued", func() bool { _, w := l.Stats(); return w == 1 })
+		waitFor(t, "queued", func() bool { _, w := l.Stats(); return w == 1 && routingtest.Queued() == 1 })
 		if i%2 == 0 {
 			cancel() // the waiter wakes for ctx while the slot is handed over
 			hold()
@@ -156,6 +170,12 @@ func TestLimiterCancelRace(t *testing.T) {
 		if inUse, w := l.Stats(); inUse != 0 || w != 0 {
 			t.Fatalf("leak: %d in use, %d waiting", inUse, w)
 		}
+		// The slot is back: it can be taken at once.
+		r, err := l.Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r()
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/llm/llmtest"
 	_ "github.com/beige-dev/beige/internal/llm/providers"
+	"github.com/beige-dev/beige/internal/routing/routingtest"
 )
 
 // serverCandidate builds a candidate for model on srv, speaking api.
@@ -244,7 +245,7 @@ func TestServerConcurrencyLimit(t *testing.T) {
 				t.Fatalf("request %d never arrived", i)
 			}
 		} else {
-			waitFor(t, "queued", func() bool { _, w := limits.Stats("zai"); return w == i-1 })
+			waitFor(t, "queued", func() bool { _, w := limits.Stats("zai"); return w == i-1 && routingtest.Queued() == i-1 })
 		}
 	}
 	if srv.Count() != 2 || srv.InFlight() != 2 {

@@ -7,7 +7,6 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 )
 
@@ -116,44 +115,3 @@ func (s *Spec) IsRoot() bool {
 // PackageFiles are the files of a plugin folder (Spec.Packages) that the
 // sandbox sees, copied into PackagesDir/<plugin>: its manifest and docs.
 var PackageFiles = []string{"plugin.json", "README.md", "SKILL.md"}
-
-// ParseMemory parses a memory size: plain bytes ("1048576") or a number with
-// a k, m, g or t suffix in powers of 1024, optionally followed by "b" or "i"
-// ("512m", "2g", "1.5G", "3gb"). The empty string is 0 (no limit).
-func ParseMemory(s string) (int64, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	if t == "" {
-		return 0, nil
-	}
-	t = strings.TrimSuffix(strings.TrimSuffix(t, "b"), "i")
-	mult := int64(1)
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'k':
-			mult = 1 << 10
-		case 'm':
-			mult = 1 << 20
-		case 'g':
-			mult = 1 << 30
-		case 't':
-			mult = 1 << 40
-		}
-		if mult > 1 {
-			t = t[:n-1]
-		}
-	}
-	if t == "" || strings.Trim(t, "0123456789.") != "" {
-		return 0, fmt.Errorf("invalid memory size %q", s)
-	}
-	if n, err := strconv.ParseInt(t, 10, 64); err == nil {
-		if n < 0 || n > math.MaxInt64/mult {
-			return 0, fmt.Errorf("invalid memory size %q", s)
-		}
-		return n * mult, nil
-	}
-	f, err := strconv.ParseFloat(t, 64)
-	if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) || f*float64(mult) >= math.MaxInt64 {
-		return 0, fmt.Errorf("invalid memory size %q", s)
-	}
-	return int64(f * float64(mult)), nil
-}

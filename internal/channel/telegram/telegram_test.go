@@ -916,7 +916,12 @@ func TestRegisterWithHost(t *testing.T) {
 	}
 
 	bad := strings.Replace(src, `allowedUsers: [42], `, ``, 1)
-	cfg, err = config.Parse(dir+"/config.json5", []byte(bad), &config.LoadOptions{Builtins: plugin.Builtins()})
+	// Validation refuses it against the manifest's configSchema, with the
+	// place; the plugin refuses it too, for a config not validated so.
+	if _, err := config.Parse(dir+"/config.json5", []byte(bad), &config.LoadOptions{Builtins: plugin.Builtins()}); err == nil || !strings.Contains(err.Error(), `config.json5:3:34: plugins.telegram.config.allowedUsers: missing required field "allowedUsers"`) {
+		t.Errorf("validation without allowedUsers: %v", err)
+	}
+	cfg, err = config.Parse(dir+"/config.json5", []byte(bad), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,24 +2,22 @@ package docker
 
 import (
 	"archive/tar"
-	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/moby/moby/client"
+	"github.com/moby/moby/client/pkg/jsonmessage"
 )
 
 // BuildImage builds the Dockerfile in contextDir into an image tagged tag,
 // through the engine API (the classic builder; no docker CLI). The whole
 // folder is sent as the build context (.dockerignore is not applied).
-// Readable progress lines are written to progress, which may be nil.
+// Progress is written to progress, which may be nil: as the docker CLI
+// shows it (progress bars) when progress is a terminal, else as lines.
 // Used by `beige sandbox build`.
 func (d *Runtime) BuildImage(ctx context.Context, contextDir, tag string, progress io.Writer) error {
 	if progress == nil {
@@ -43,54 +41,13 @@ func (d *Runtime) BuildImage(ctx context.Context, contextDir, tag string, progre
 		return fmt.Errorf("build image %q: %w", tag, err)
 	}
 	defer res.Body.Close()
-	if err := decodeBuildStream(res.Body, progress); err != nil {
+	// moby's own display: progress bars on a terminal, plain lines
+	// otherwise; it returns the error the stream reports.
+	if err := jsonmessage.DisplayStream(res.Body, progress); err != nil {
 		return fmt.Errorf("build image %q: %w", tag, err)
 	}
 	d.log.Info("sandbox image built", "tag", tag)
 	return nil
-}
-
-// buildMessage is one line of the engine's JSON progress stream.
-type buildMessage struct {
-	Stream      string `json:"stream"`
-	Status      string `json:"status"`
-	Progress    string `json:"progress"`
-	ID          string `json:"id"`
-	Error       string `json:"error"`
-	ErrorDetail *struct {
-		Message string `json:"message"`
-	} `json:"errorDetail"`
-}
-
-// decodeBuildStream copies the readable parts of a build stream to w and
-// returns the error the stream reports, if any.
-func decodeBuildStream(r io.Reader, w io.Writer) error {
-	dec := json.NewDecoder(bufio.NewReader(r))
-	for {
-		var m buildMessage
-		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return fmt.Errorf("read build output: %w", err)
-		}
-		switch {
-		case m.Error != "" || m.ErrorDetail != nil && m.ErrorDetail.Message != "":
-			msg := m.Error
-			if msg == "" {
-				msg = m.ErrorDetail.Message
-			}
-			return errors.New(strings.TrimSpace(msg))
-		case m.Stream != "":
-			io.WriteString(w, m.Stream)
-		case m.Status != "" && m.Progress == "": // skip the byte-count ticks
-			if m.ID != "" {
-				fmt.Fprintf(w, "%s: %s\n", m.ID, m.Status)
-			} else {
-				fmt.Fprintln(w, m.Status)
-			}
-		}
-	}
 }
 
 // tarDir writes the files under dir to w as a tar stream.

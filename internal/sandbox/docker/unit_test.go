@@ -415,7 +415,7 @@ func TestBuildImageFake(t *testing.T) {
 
 	f := newFakeAPI()
 	f.buildBody = `{"stream":"Step 1/1 : FROM scratch\n"}
-{"status":"Downloading","progress":"[==>   ]","id":"abc"}
+{"status":"Downloading","progressDetail":{"current":10,"total":100},"progress":"[==>   ]","id":"abc"}
 {"status":"Pulling fs layer","id":"abc"}
 {"aux":{"ID":"sha256:x"}}
 {"stream":"Successfully built x\n"}
