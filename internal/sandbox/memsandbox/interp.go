@@ -38,7 +38,7 @@ func Interpret(ctx context.Context, sb *Sandbox, req sandbox.ExecRequest) (sandb
 
 // segment is a piece of a word: literal text, or a variable to expand.
 type segment struct {
-	text string
+	text  string
 	isVar bool
 }
 
