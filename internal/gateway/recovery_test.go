@@ -20,7 +20,7 @@ import (
 // the engine itself takes to start the container (measured after each
 // fault); after a removal within twice that.
 func TestSandboxRecoversFromFaults(t *testing.T) {
-	g := startGateway(t, "phoenix")
+	g := startDockerGateway(t, "phoenix")
 	a := g.agents[0]
 	c := dockertest.RequireDocker(t)
 	name := docker.ContainerName(a)
