@@ -55,7 +55,7 @@ func TestEgressThroughGateway(t *testing.T) {
 	var logs syncBuffer
 	g := startGatewayWith(t, gatewaySetup{
 		docker: true, // the sandbox's network is the subject
-		names: []string{"px", "br", "op"},
+		names:  []string{"px", "br", "op"},
 		sandbox: map[string]string{
 			"px": `egress: { allow: ["svc.test", "127.0.0.1"] }`,
 			"br": `network: "bridge"`,
@@ -128,7 +128,7 @@ func TestEgressCredentialsWiring(t *testing.T) {
 	t.Setenv("BEIGE_TEST_CRED_TOKEN", "tok-WiringS3cret-42")
 	g := startGatewayWith(t, gatewaySetup{
 		docker: true, // the sandbox's network is the subject
-		names: []string{"cr"},
+		names:  []string{"cr"},
 		sandbox: map[string]string{
 			"cr": `egress: { allow: ["creds.test"], credentials: [{ host: "creds.test", header: "Authorization", value: "Bearer ${BEIGE_TEST_CRED_TOKEN}" }] }`,
 		},
