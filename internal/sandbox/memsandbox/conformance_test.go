@@ -18,9 +18,10 @@ import (
 
 // target is one runtime under the conformance suite.
 type target struct {
-	rt   sandbox.Runtime
-	spec sandbox.Spec
-	kill func(t *testing.T, agent string) // as `docker kill` behind the runtime's back
+	rt     sandbox.Runtime
+	spec   sandbox.Spec
+	kill   func(t *testing.T, agent string) // as `docker kill` behind the runtime's back
+	remove func(t *testing.T, agent string) // as `docker rm -f`
 }
 
 // TestConformance runs the same suite against memsandbox and, when an
@@ -34,6 +35,11 @@ func TestConformance(t *testing.T) {
 			spec: sandbox.Spec{Agent: "conf-mem", Image: "mem", Workspace: t.TempDir()},
 			kill: func(t *testing.T, agent string) {
 				if err := rt.Kill(agent); err != nil {
+					t.Fatal(err)
+				}
+			},
+			remove: func(t *testing.T, agent string) {
+				if err := rt.Remove(agent); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -57,6 +63,12 @@ func TestConformance(t *testing.T) {
 						return
 					}
 					time.Sleep(20 * time.Millisecond)
+				}
+			},
+			remove: func(t *testing.T, agent string) {
+				_, err := c.ContainerRemove(context.Background(), docker.ContainerName(agent), client.ContainerRemoveOptions{Force: true})
+				if err != nil {
+					t.Fatal(err)
 				}
 			},
 		})
@@ -231,6 +243,21 @@ func conformance(t *testing.T, tg target) {
 		if _, _, err := sb.ReadFile(ctx, "/tmp/t.txt", 10); !errors.Is(err, sandbox.ErrNotExist) {
 			t.Errorf("/tmp (a tmpfs) after a restart: %v, want ErrNotExist", err)
 		}
+	})
+
+	t.Run("remove", func(t *testing.T) {
+		tg.remove(t, spec.Agent)
+		if _, err := sb.Exec(ctx, sandbox.ExecRequest{Command: "true"}); !errors.Is(err, sandbox.ErrNotRunning) {
+			t.Errorf("exec in a removed sandbox: %v, want ErrNotRunning", err)
+		}
+		nsb := ensure(spec)
+		if nsb.ID() == sb.ID() {
+			t.Errorf("a removed sandbox came back with its ID %s", sb.ID())
+		}
+		if res := run(nsb, sandbox.ExecRequest{Command: "cat d/e/f.txt"}); string(res.Output) != "hello" {
+			t.Errorf("the workspace after a removal: %q", res.Output)
+		}
+		sb = nsb
 	})
 
 	t.Run("recreate", func(t *testing.T) {

@@ -154,12 +154,15 @@ func (r *Runtime) Ensure(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	old := e.boxes[spec.Agent]
 	if old != nil && reflect.DeepEqual(old.spec, spec) {
 		old.mu.Lock()
-		defer old.mu.Unlock()
 		if old.state == StateStopped {
 			old.startLocked()
 		}
-		if old.state == StateRunning {
+		running := old.state == StateRunning
+		if running {
 			old.rt = r
+		}
+		old.mu.Unlock()
+		if running {
 			return old, nil
 		}
 	}
