@@ -80,13 +80,21 @@ func parse(s string) ([]command, error) {
 		}
 		w, inWord = nil, false
 	}
+	// endCmd ends the command at an operator: ";", "&&", "||", or "\n"
+	// and "" (the end), after which an empty command is no error.
 	endCmd := func(op string) error {
 		endWord()
 		if len(cur.words) == 0 && len(cur.redirs) == 0 {
-			if op != ";" || cur.op == "&&" || cur.op == "||" {
+			switch {
+			case op == "" && (cur.op == "&&" || cur.op == "||"):
+				return fmt.Errorf("unsupported shell syntax: nothing after %q", cur.op)
+			case op != "\n" && op != "":
 				return fmt.Errorf("unsupported shell syntax: empty command before %q", op)
 			}
-			return nil
+			return nil // a blank line: cur.op carries over
+		}
+		if op == "\n" || op == "" {
+			op = ";"
 		}
 		cmds = append(cmds, cur)
 		cur = command{op: op}
@@ -143,7 +151,7 @@ func parse(s string) ([]command, error) {
 			endWord()
 			i++
 		case c == '\n' || c == ';':
-			if err := endCmd(";"); err != nil {
+			if err := endCmd(string(c)); err != nil {
 				return nil, err
 			}
 			i++
@@ -255,11 +263,8 @@ func parse(s string) ([]command, error) {
 			i++
 		}
 	}
-	if err := endCmd(";"); err != nil {
+	if err := endCmd(""); err != nil {
 		return nil, err
-	}
-	if cur.op == "&&" || cur.op == "||" {
-		return nil, fmt.Errorf("unsupported shell syntax: nothing after %q", cur.op)
 	}
 	return cmds, nil
 }
