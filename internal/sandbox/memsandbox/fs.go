@@ -14,8 +14,12 @@ import (
 // the agent's (non-root) user gets EACCES or EROFS there in Docker.
 var errPermission = errors.New("permission denied")
 
-// errNotEmpty is removing a folder that has entries without -r.
-var errNotEmpty = errors.New("directory not empty")
+// Errors of the interpreter's file commands (see fsMessage).
+var (
+	errNotEmpty = errors.New("directory not empty") // rm of a folder with entries, without -r
+	errNotDir   = errors.New("not a directory")
+	errExists   = errors.New("file exists")
+)
 
 // baseDirs exist in every sandbox.
 var baseDirs = []string{"/", sandbox.WorkspacePath, sandbox.TmpPath, sandbox.HomePath, "/home", "/tools", sandbox.ToolsBinPath,

@@ -407,6 +407,10 @@ func fsMessage(err error) string {
 		return "Permission denied"
 	case errors.Is(err, errNotEmpty):
 		return "Directory not empty"
+	case errors.Is(err, errNotDir):
+		return "Not a directory"
+	case errors.Is(err, errExists):
+		return "File exists"
 	}
 	return err.Error()
 }
@@ -462,7 +466,7 @@ func (in *interp) builtin(args []string, stdout, stderr *bytes.Buffer) (int, err
 		n, err := in.sb.files.lookup(dir)
 		in.sb.mu.Unlock()
 		if err == nil && !n.dir {
-			err = errors.New("Not a directory")
+			err = errNotDir
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "sh: cd: can't cd to %s: %s\n", dir, fsMessage(err))
@@ -557,7 +561,7 @@ func (in *interp) builtin(args []string, stdout, stderr *bytes.Buffer) (int, err
 			var err error
 			if _, lerr := in.sb.files.lookup(p); lerr == nil {
 				if !parents {
-					err = errors.New("File exists")
+					err = errExists
 				}
 			} else if _, perr := in.sb.files.lookup(path.Dir(p)); perr != nil && !parents {
 				err = perr

@@ -60,6 +60,8 @@ func TestInterpret(t *testing.T) {
 		{`rm -f nope.txt`, "", 0},
 		{`rm /workspace`, "*Permission denied", 1},
 		{`cd /nowhere`, "*can't cd to /nowhere", 2},
+		{`cd in.txt`, "*can't cd to /workspace/in.txt: Not a directory", 2},
+		{`mkdir d1 && mkdir d1`, "*can't create directory 'd1': File exists", 1},
 		{`printf '%s-%d%%\n' x 42`, "x-42%\n", 0},
 		{`printf '\211PNG\r\n'`, "\x89PNG\r\n", 0},
 		{`env`, "*GREETING=hello world\n", 0},
