@@ -177,7 +177,7 @@ func (r *Runtime) Ensure(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 }
 
 // Prune implements sandbox.Runtime: it removes the sandboxes of agents not
-// in keep and returns their names, sorted.
+// in keep, their workspaces with them, and returns their names, sorted.
 func (r *Runtime) Prune(ctx context.Context, keep []string) ([]string, error) {
 	if r.isClosed() {
 		return nil, fmt.Errorf("prune sandboxes: %w", ErrClosed)
