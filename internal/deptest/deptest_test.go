@@ -51,6 +51,11 @@ var rules = []rule{
 		why:    "only the Docker runtime (internal/sandbox/docker) and what assembles it talk to the engine",
 	},
 	{
+		pkgs:   []string{"internal/sandbox/memsandbox"},
+		forbid: []string{"os/exec", "github.com/moby/...", "internal/sandbox/docker/..."},
+		why:    "the in-memory sandbox of tests never runs a program on the host, nor reaches an engine",
+	},
+	{
 		pkgs:   []string{"internal/agent/..."},
 		forbid: []string{"internal/httpapi/...", "internal/gateway/..."},
 		why:    "the agent loop runs in the gateway and in the terminal client alike",

@@ -21,6 +21,7 @@ func TestToolCallAttribution(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "plugin.json"), []byte(`{"name": "attrib", "description": "Says whose call it is.", "provides": {"tools": ["attrib"]}, "run": {"command": ["./attrib.sh"]}}`), 0o644)
 	os.WriteFile(filepath.Join(dir, "attrib.sh"), []byte("#!/bin/sh\necho \"session=[$BEIGE_SESSION_KEY] chat=[$BEIGE_CHAT_ID]\"\n"), 0o755)
 	g := startGatewayWith(t, gatewaySetup{
+		docker:  true, // the tool client in the sandbox calls back through gateway.sock
 		names:   []string{"attr"},
 		plugins: fmt.Sprintf(`attrib: { path: %q }`, dir),
 		extra:   map[string]string{"attr": `tools: ["attrib"]`},

@@ -205,6 +205,7 @@ func startOriginalClient(t *testing.T, client string, a, b *llmtest.Server, plug
 		model:   "{ provider: 'pa', model: 'claude-sonnet-4-5' }",
 		extra:   map[string]string{"orig": "fallbackModels: [{ provider: 'pb', model: 'claude-haiku-4-5' }]"},
 		plugins: plugins,
+		docker:  true, // the client's tool calls run in a real sandbox
 	})
 	rec := newRecorder(t, g.URL())
 	// The client runs on the gateway's machine with the gateway's home, as
@@ -482,8 +483,9 @@ func TestOriginalClientRequestBodies(t *testing.T) {
 		names: []string{"replay"},
 		providers: fmt.Sprintf(`pa: { api: "anthropic-messages", baseUrl: %q, apiKey: "ka" }, pb: { api: "anthropic-messages", baseUrl: %q, apiKey: "kb" }`,
 			a.URL(), b.URL()),
-		model: "{ provider: 'pa', model: 'claude-sonnet-4-5' }",
-		extra: map[string]string{"replay": "fallbackModels: [{ provider: 'pb', model: 'claude-haiku-4-5' }]"},
+		model:  "{ provider: 'pa', model: 'claude-sonnet-4-5' }",
+		extra:  map[string]string{"replay": "fallbackModels: [{ provider: 'pb', model: 'claude-haiku-4-5' }]"},
+		docker: true, // the replayed tool calls run real commands (wc, hostname)
 	})
 	agent := g.agents[0]
 

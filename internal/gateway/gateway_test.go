@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,18 +20,22 @@ import (
 	"github.com/beige-dev/beige/internal/home"
 	"github.com/beige-dev/beige/internal/plugin"
 	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/sandbox"
 	"github.com/beige-dev/beige/internal/sandbox/docker"
 	"github.com/beige-dev/beige/internal/sandbox/docker/dockertest"
+	"github.com/beige-dev/beige/internal/sandbox/memsandbox"
 )
 
-// testGateway is a gateway started in-process on a free port with real
-// sandboxes of the test image.
+// testGateway is a gateway started in-process on a free port, with
+// in-memory sandboxes (mem) or, when the test's subject is the sandbox,
+// real ones of the test image.
 type testGateway struct {
 	*Gateway
 	home     home.Home
 	agents   []string
 	opts     Options
 	instance string
+	mem      *memsandbox.Runtime // nil: Docker
 }
 
 // restart shuts the gateway down and starts a new one on the same home
@@ -40,7 +45,12 @@ func (g *testGateway) restart(t *testing.T) {
 	g.Shutdown(context.Background())
 	g.opts.Runtime.Close() // as a stopped process's would be
 	opts := g.opts
-	opts.Runtime = dockertest.NewRuntime(t, docker.Options{Instance: g.instance})
+	if g.mem != nil {
+		g.mem = g.mem.Reopen()
+		opts.Runtime = g.mem
+	} else {
+		opts.Runtime = dockertest.NewRuntime(t, docker.Options{Instance: g.instance})
+	}
 	ng, err := Start(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -50,9 +60,16 @@ func (g *testGateway) restart(t *testing.T) {
 }
 
 // startGateway starts a gateway with one agent per name (each given a
-// random suffix, so that test processes do not collide).
+// random suffix, so that test processes do not collide) on in-memory
+// sandboxes.
 func startGateway(t *testing.T, names ...string) *testGateway {
 	return startGatewayWith(t, gatewaySetup{names: names})
+}
+
+// startDockerGateway is startGateway with real sandboxes; it skips the
+// test when no Docker engine answers.
+func startDockerGateway(t *testing.T, names ...string) *testGateway {
+	return startGatewayWith(t, gatewaySetup{names: names, docker: true})
 }
 
 // gatewaySetup shapes the config of a test gateway.
@@ -68,6 +85,12 @@ type gatewaySetup struct {
 	rename map[string]string
 
 	options func(*Options) // changes the gateway's options before it starts
+
+	// docker runs the agents in real sandboxes (the test skips without an
+	// engine): for tests whose subject is the sandbox. Otherwise they run
+	// in memsandbox, whose commands go to exec (default its interpreter).
+	docker bool
+	exec   memsandbox.ExecFunc
 }
 
 func startGatewayWith(t testing.TB, s gatewaySetup) *testGateway {
@@ -86,8 +109,11 @@ func startGatewayWith(t testing.TB, s gatewaySetup) *testGateway {
 // without starting it (g.Gateway is nil).
 func setUpGateway(t testing.TB, s gatewaySetup) *testGateway {
 	t.Helper()
-	dockertest.RequireDocker(t)
-	image := dockertest.Image(t)
+	image := "beige-memsandbox" // never pulled or run: memsandbox only records it
+	if s.docker {
+		dockertest.RequireDocker(t)
+		image = dockertest.Image(t)
+	}
 	h := home.Home{Dir: t.TempDir()}
 	if _, err := h.Setup(); err != nil {
 		t.Fatal(err)
@@ -105,7 +131,9 @@ func setUpGateway(t testing.TB, s gatewaySetup) *testGateway {
 		a := n + "-" + dockertest.Suffix()
 		agents = append(agents, a)
 		fmt.Fprintf(&b, "  %q: { model: %s, sandbox: { image: %q, %s }, %s },\n", a, s.model, image, s.sandbox[n], s.extra[n])
-		t.Cleanup(func() { dockertest.RemoveContainer(t, a) })
+		if s.docker {
+			t.Cleanup(func() { dockertest.RemoveContainer(t, a) })
+		}
 	}
 	b.WriteString("} }")
 	text := b.String()
@@ -124,18 +152,54 @@ func setUpGateway(t testing.TB, s gatewaySetup) *testGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	instance := "test-" + dockertest.Suffix()
-	opts := Options{
-		Home:         h,
-		Config:       cfg,
-		HelperBinary: dockertest.HelperBinary(t),
-		Runtime:      dockertest.NewRuntime(t, docker.Options{Instance: instance}),
-		Addr:         "127.0.0.1:0",
+	tg := &testGateway{home: h, agents: agents}
+	tg.opts = Options{Home: h, Config: cfg, Addr: "127.0.0.1:0"}
+	if s.docker {
+		tg.instance = "test-" + dockertest.Suffix()
+		tg.opts.HelperBinary = dockertest.HelperBinary(t)
+		tg.opts.Runtime = dockertest.NewRuntime(t, docker.Options{Instance: tg.instance})
+	} else {
+		tg.mem = memsandbox.New(memsandbox.Options{Exec: s.exec})
+		tg.opts.Runtime = tg.mem
 	}
 	if s.options != nil {
-		s.options(&opts)
+		s.options(&tg.opts)
 	}
-	return &testGateway{home: h, agents: agents, opts: opts, instance: instance}
+	return tg
+}
+
+// workspaceFile reads a file of agent's workspace as the host sees it
+// (rel is relative to the workspace).
+func (g *testGateway) workspaceFile(t testing.TB, agent, rel string) ([]byte, error) {
+	t.Helper()
+	if g.mem == nil {
+		return os.ReadFile(filepath.Join(g.home.Workspace(agent), rel))
+	}
+	sb := g.mem.Sandbox(agent)
+	if sb == nil {
+		return nil, fmt.Errorf("agent %q has no sandbox", agent)
+	}
+	data, ok := sb.Peek(path.Join(sandbox.WorkspacePath, rel))
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", rel, os.ErrNotExist)
+	}
+	return data, nil
+}
+
+// putWorkspaceFile writes a file into agent's workspace from the host.
+func (g *testGateway) putWorkspaceFile(t testing.TB, agent, rel string, data []byte) {
+	t.Helper()
+	var err error
+	if g.mem == nil {
+		err = os.WriteFile(filepath.Join(g.home.Workspace(agent), rel), data, 0o644)
+	} else if sb := g.mem.Sandbox(agent); sb == nil {
+		err = fmt.Errorf("agent %q has no sandbox", agent)
+	} else {
+		err = sb.Put(path.Join(sandbox.WorkspacePath, rel), data)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // post sends body to path and decodes the JSON answer.
@@ -168,8 +232,15 @@ func (g *testGateway) tool(t *testing.T, agent, tool string, params any) (text s
 	return res.Text(), res.IsError
 }
 
+// TestSpecExamples runs the examples of http-api.md in memory and, when an
+// engine answers, in a real sandbox.
 func TestSpecExamples(t *testing.T) {
-	g := startGateway(t, "assistant")
+	eachRuntime(t, func(t *testing.T, docker bool) {
+		specExamples(t, startGatewayWith(t, gatewaySetup{names: []string{"assistant"}, docker: docker}))
+	})
+}
+
+func specExamples(t *testing.T, g *testGateway) {
 	a := g.agents[0]
 
 	// The three curl examples of http-api.md, verbatim but for the agent name.
@@ -177,7 +248,7 @@ func TestSpecExamples(t *testing.T) {
 	if isErr || !strings.Contains(text, "13 bytes") {
 		t.Errorf("write: %q", text)
 	}
-	if data, err := os.ReadFile(filepath.Join(g.home.Workspace(a), "output.txt")); err != nil || string(data) != "Hello, world!" {
+	if data, err := g.workspaceFile(t, a, "output.txt"); err != nil || string(data) != "Hello, world!" {
 		t.Errorf("file on host: %q %v", data, err)
 	}
 	if text, isErr := g.tool(t, a, "read", map[string]any{"path": "/workspace/output.txt"}); isErr || text != "Hello, world!" {
@@ -195,7 +266,7 @@ func TestSpecExamples(t *testing.T) {
 	if _, isErr := g.tool(t, a, "patch", map[string]any{"path": "notes.txt", "oldText": "b", "newText": "B"}); isErr {
 		t.Error("unique patch failed")
 	}
-	if data, _ := os.ReadFile(filepath.Join(g.home.Workspace(a), "notes.txt")); string(data) != "a B a" {
+	if data, _ := g.workspaceFile(t, a, "notes.txt"); string(data) != "a B a" {
 		t.Errorf("after patch: %q", data)
 	}
 
@@ -219,9 +290,23 @@ func TestSpecExamples(t *testing.T) {
 	}
 }
 
+// eachRuntime runs f in memory and, when an engine answers, in real
+// sandboxes: for tests whose subject is both the gateway and the sandbox.
+func eachRuntime(t *testing.T, f func(t *testing.T, docker bool)) {
+	for _, docker := range []bool{false, true} {
+		t.Run(map[bool]string{false: "mem", true: "docker"}[docker], func(t *testing.T) { f(t, docker) })
+	}
+}
+
+// The host's env (here a provider key) reaches no sandbox: not through
+// the spec's env nor the exec's (mem), nor any process's (Docker).
 func TestNoHostSecretsInSandbox(t *testing.T) {
 	t.Setenv("ANTHROPIC_API_KEY", "canary-123")
-	g := startGateway(t, "secrets")
+	eachRuntime(t, noHostSecrets)
+}
+
+func noHostSecrets(t *testing.T, docker bool) {
+	g := startGatewayWith(t, gatewaySetup{names: []string{"secrets"}, docker: docker})
 	a := g.agents[0]
 	for _, cmd := range []string{"env", "cat /proc/1/environ", "cat /proc/self/environ"} {
 		text, _ := g.tool(t, a, "exec", map[string]any{"command": cmd})
@@ -231,8 +316,10 @@ func TestNoHostSecretsInSandbox(t *testing.T) {
 	}
 }
 
-func TestExecTimeoutKillsTheCommand(t *testing.T) {
-	g := startGateway(t, "timeout")
+func TestExecTimeoutKillsTheCommand(t *testing.T) { eachRuntime(t, execTimeout) }
+
+func execTimeout(t *testing.T, docker bool) {
+	g := startGatewayWith(t, gatewaySetup{names: []string{"timeout"}, docker: docker})
 	a := g.agents[0]
 	start := time.Now()
 	text, isErr := g.tool(t, a, "exec", map[string]any{"command": "sleep 100", "timeout": 1})
@@ -242,14 +329,25 @@ func TestExecTimeoutKillsTheCommand(t *testing.T) {
 	if !isErr || !strings.Contains(text, "timed out") {
 		t.Errorf("%v %q", isErr, text)
 	}
+	if !docker {
+		return // no processes to list
+	}
 	text, _ = g.tool(t, a, "exec", map[string]any{"command": "ps"})
 	if strings.Contains(text, "sleep 100") {
 		t.Errorf("leftover process:\n%s", text)
 	}
 }
 
+// The sandbox cuts the output (memsandbox as Docker, see its conformance
+// test); the gateway marks the cut and audits the true size.
 func TestHugeOutputIsCutButAuditedWhole(t *testing.T) {
-	g := startGateway(t, "output")
+	g := startGatewayWith(t, gatewaySetup{names: []string{"output"},
+		exec: func(ctx context.Context, sb *memsandbox.Sandbox, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+			if req.Command != "head -c 1048576 /dev/zero | tr '\\0' x" {
+				return memsandbox.Interpret(ctx, sb, req)
+			}
+			return sandbox.ExecResult{Output: bytes.Repeat([]byte("x"), 1<<20)}, nil
+		}})
 	a := g.agents[0]
 	text, _ := g.tool(t, a, "exec", map[string]any{"command": "head -c 1048576 /dev/zero | tr '\\0' x"})
 	if len(text) > 60<<10 || !strings.Contains(text, "truncated") {

@@ -46,7 +46,7 @@ func TestPromptRunsToolsInTheSandbox(t *testing.T) {
 			if code != 200 || out["response"] != "done" {
 				t.Fatalf("prompt: %d %v", code, out)
 			}
-			if data, err := os.ReadFile(filepath.Join(g.home.Workspace(a), "x")); err != nil || string(data) != "hi\n" {
+			if data, err := g.workspaceFile(t, a, "x"); err != nil || string(data) != "hi\n" {
 				t.Errorf("x on the host: %q %v", data, err)
 			}
 			if srv.Count() != 2 || srv.Last().APIKey() != canaryKey {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ import (
 // the engine itself takes to start the container (measured after each
 // fault); after a removal within twice that.
 func TestSandboxRecoversFromFaults(t *testing.T) {
-	g := startGateway(t, "phoenix")
+	g := startDockerGateway(t, "phoenix")
 	a := g.agents[0]
 	c := dockertest.RequireDocker(t)
 	name := docker.ContainerName(a)
@@ -110,5 +111,53 @@ func TestHealthEngineDown(t *testing.T) {
 	g.runtime = rt
 	if h.Status != "degraded" || !strings.Contains(h.Agents[g.agents[0]], "sandbox engine: cannot connect to the Docker daemon") {
 		t.Errorf("health with the engine down = %+v", h)
+	}
+}
+
+// The gateway's recovery without an engine: a sandbox killed or removed
+// behind the gateway's back is started or recreated by the next call,
+// which succeeds on the same workspace; while it cannot be started, calls
+// fail saying why, and so does /api/health, until it can.
+func TestSandboxRecoveryInMemory(t *testing.T) {
+	g := startGateway(t, "phoenix")
+	a := g.agents[0]
+	ctx := context.Background()
+	if _, isErr := g.tool(t, a, "write", map[string]any{"path": "keep.txt", "content": "kept"}); isErr {
+		t.Fatal("write failed")
+	}
+	first := g.mem.Sandbox(a).ID()
+	for _, fault := range []struct {
+		name string
+		do   func(string) error
+	}{{"kill", g.mem.Kill}, {"remove", g.mem.Remove}} {
+		if err := fault.do(a); err != nil {
+			t.Fatal(err)
+		}
+		if text, isErr := g.tool(t, a, "exec", map[string]any{"command": "cat keep.txt"}); isErr || !strings.Contains(text, "kept") {
+			t.Errorf("after %s: the next call: %v %q", fault.name, isErr, text)
+		}
+		if h := g.Health(ctx); h.Status != "ok" {
+			t.Errorf("after %s: health %+v", fault.name, h)
+		}
+	}
+	if g.mem.Sandbox(a).ID() == first {
+		t.Error("a removed sandbox was not recreated")
+	}
+
+	g.mem.SetEnsureError(errors.New("no space left on device"))
+	g.mem.Kill(a)
+	code, out := g.post(t, "/api/agents/"+a+"/exec", `{"tool":"exec","params":{"command":"echo up"}}`)
+	if code == 200 && out["isError"] != true || !strings.Contains(fmt.Sprint(out), "no space left on device") {
+		t.Errorf("a call while the sandbox cannot start: %d %v", code, out)
+	}
+	if h := g.Health(ctx); h.Status != "degraded" || !strings.Contains(h.Agents[a], "no space left on device") {
+		t.Errorf("health while the sandbox cannot start: %+v", h)
+	}
+	g.mem.SetEnsureError(nil)
+	if text, isErr := g.tool(t, a, "exec", map[string]any{"command": "echo up"}); isErr || !strings.Contains(text, "up") {
+		t.Errorf("once the sandbox can start: %v %q", isErr, text)
+	}
+	if h := g.Health(ctx); h.Status != "ok" {
+		t.Errorf("health once the sandbox runs: %+v", h)
 	}
 }

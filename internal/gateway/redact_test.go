@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -41,9 +40,7 @@ func TestConfiguredSecretsAreRedacted(t *testing.T) {
 		},
 	})
 	a := g.agents[0]
-	if err := os.WriteFile(filepath.Join(g.home.Workspace(a), "leak.txt"), []byte(key+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	g.putWorkspaceFile(t, a, "leak.txt", []byte(key+"\n"))
 	const marker = "[redacted:llm.providers.anthropic.apiKey]"
 	text, _ := g.tool(t, a, "exec", map[string]any{"command": "cat /workspace/leak.txt; echo " + key})
 	if strings.Contains(text, key) || strings.Count(text, marker) != 2 {

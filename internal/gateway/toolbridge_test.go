@@ -39,6 +39,7 @@ func TestGitThroughLaunchers(t *testing.T) {
 	requireGit(t)
 	rawframe := dockertest.StaticBinary(t, "./internal/gateway/testdata/rawframe")
 	g := startGatewayWith(t, gatewaySetup{
+		docker:  true, // launchers and the tool client run in the sandbox
 		names:   []string{"gitter", "nogit"},
 		plugins: "git: {}",
 		extra:   map[string]string{"gitter": `tools: ["git"]`},
@@ -99,7 +100,7 @@ func TestGitHostileRepository(t *testing.T) {
 	}
 	// The operator lists the host repository agents may push to: the only
 	// way a local path is a remote.
-	g := startGatewayWith(t, gatewaySetup{names: []string{"hostile"}, plugins: fmt.Sprintf("git: { config: { localRemotes: [%q] } }", bare),
+	g := startGatewayWith(t, gatewaySetup{docker: true, names: []string{"hostile"}, plugins: fmt.Sprintf("git: { config: { localRemotes: [%q] } }", bare),
 		extra: map[string]string{"hostile": `tools: ["git"]`}})
 	a := g.agents[0]
 	sh := func(cmd string) (string, bool) {
@@ -164,6 +165,7 @@ func TestExternalPlugin(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "plugin.json"), []byte(`{"name": "hello", "description": "Says hello.", "provides": {"tools": ["hello", "hello.hang"]}, "run": {"command": ["./hello.sh"], "timeout": 1}}`), 0o644)
 	os.WriteFile(filepath.Join(dir, "hello.sh"), []byte("#!/bin/sh\nif [ \"$BEIGE_TOOL_NAME\" = hello.hang ]; then exec sleep 100; fi\nconfig=$(cat)\necho \"hello $* from $BEIGE_AGENT_NAME with $config\"\n"), 0o755)
 	g := startGatewayWith(t, gatewaySetup{
+		docker:  true, // launchers and the tool client run in the sandbox
 		names:   []string{"ext"},
 		plugins: fmt.Sprintf(`hello: { path: %q, config: { greeting: "hi" } }`, dir),
 		extra:   map[string]string{"ext": `tools: ["hello", "hello.hang"]`},
