@@ -170,6 +170,10 @@ type Options struct {
 	// Args and Error before the record is bounded and written (see
 	// internal/redact).
 	Redactor Redactor
+	// Unchained writes records without seq and hash, as before the chain
+	// existed: only for the benchmark that measures what the chain costs
+	// (a gateway never sets it; Verify then finds nothing to check).
+	Unchained bool
 	// OnRecord, if set, is called after each record is written, with its
 	// seq (0 when the chain is off): beige_audit_records_total and the
 	// chain head gauge.
@@ -251,7 +255,7 @@ func Open(path string, opts *Options) (*Logger, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	l := &Logger{file: f, now: time.Now, onError: o.OnWriteError, redact: o.Redactor, log: log,
-		headPath: o.HeadPath, headEvery: o.HeadInterval, dig: sha256.New(), onRecord: o.OnRecord}
+		headPath: o.HeadPath, headEvery: o.HeadInterval, dig: sha256.New(), onRecord: o.OnRecord, plain: o.Unchained}
 	if l.headEvery <= 0 {
 		l.headEvery = DefaultHeadInterval
 	}

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/beige-dev/beige/internal/audit"
 )
@@ -69,5 +71,54 @@ func TestAuditChainUnderConcurrentToolCalls(t *testing.T) {
 	}
 	if rep.Records != int64(len(recs)) || rep.Last.Seq != int64(len(recs)) || rep.Head == nil || rep.Head.Seq != rep.Last.Seq {
 		t.Errorf("verify: %d records, last seq %d, head %+v; the log has %d", rep.Records, rep.Last.Seq, rep.Head, len(recs))
+	}
+}
+
+// BenchmarkToolCallAuditChain: the round trip of a tool call through the
+// API (POST /exec, the pipeline with its two audit records, an in-memory
+// sandbox so that the audit log's share is not lost in a container's
+// noise), with the hash-chained audit log and with a plain one, alternating
+// call by call in one run; it reports each p50 and their ratio (issue #16:
+// within 5%).
+//
+//	go test -run '^$' -bench ToolCallAuditChain -benchtime 2000x ./internal/gateway
+func BenchmarkToolCallAuditChain(b *testing.B) {
+	chained := startGatewayWith(b, gatewaySetup{names: []string{"bench"}})
+	plain := startGatewayWith(b, gatewaySetup{names: []string{"bench"}, options: func(o *Options) { o.auditUnchained = true }})
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2}}
+	defer hc.CloseIdleConnections()
+	call := func(g *testGateway) time.Duration {
+		t0 := time.Now()
+		resp, err := hc.Post(g.URL()+"/api/agents/"+g.agents[0]+"/exec", "application/json",
+			strings.NewReader(`{"tool":"exec","params":{"command":"true"}}`))
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("exec: %d", resp.StatusCode)
+		}
+		return time.Since(t0)
+	}
+	call(chained)
+	call(plain)
+	var times [2][]time.Duration
+	for i := 0; b.Loop(); i++ {
+		times[i%2] = append(times[i%2], call([]*testGateway{plain, chained}[i%2]))
+	}
+	p50 := func(ds []time.Duration) float64 {
+		if len(ds) == 0 {
+			return 0
+		}
+		slices.Sort(ds)
+		return float64(ds[len(ds)/2].Microseconds())
+	}
+	pp, pc := p50(times[0]), p50(times[1])
+	b.ReportMetric(pp, "plain-p50-µs")
+	b.ReportMetric(pc, "chained-p50-µs")
+	if pp > 0 {
+		b.ReportMetric(pc/pp, "ratio")
+		fmt.Printf("tool call round trip p50: plain audit %.0f µs, chained %.0f µs, ratio %.3f\n", pp, pc, pc/pp)
 	}
 }
