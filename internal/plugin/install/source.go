@@ -135,6 +135,8 @@ func parseGitHub(orig, rest string) (Source, error) {
 	if len(segs) < 2 {
 		return Source{}, fmt.Errorf("source %q: expected github:owner/repo[/path][#ref]", orig)
 	}
+	// "repo.git" names the repository "repo"; ".git" alone names none.
+	segs[1] = strings.TrimSuffix(segs[1], ".git")
 	for _, s := range segs[:2] {
 		if !ghName.MatchString(s) || s == "." || s == ".." {
 			return Source{}, fmt.Errorf("source %q: bad owner or repository name %q", orig, s)
@@ -149,7 +151,7 @@ func parseGitHub(orig, rest string) (Source, error) {
 		}
 		sub = path.Clean(sub)
 	}
-	return Source{Kind: KindGitHub, Owner: segs[0], Repo: strings.TrimSuffix(segs[1], ".git"), SubPath: sub, Ref: ref}, nil
+	return Source{Kind: KindGitHub, Owner: segs[0], Repo: segs[1], SubPath: sub, Ref: ref}, nil
 }
 
 var pluginName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
