@@ -95,6 +95,10 @@ type Plugin struct {
 	// ("npm:...", "github:...", a folder); `beige plugins update` fetches
 	// it again from there. The gateway does not use it.
 	Source string `json:"_source"`
+	// Node is the Node.js binary a TypeScript/JavaScript plugin runs with
+	// (an absolute path or a name in PATH; default: $BEIGE_NODE, else node
+	// in PATH; version 22 or later).
+	Node string `json:"node"`
 
 	// Manifest is the plugin.json read from Path (nil for built-in plugins
 	// until the plugin registry fills it in).

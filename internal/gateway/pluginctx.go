@@ -191,6 +191,9 @@ func (g *Gateway) startChannels() {
 	ctx, cancel := context.WithCancel(context.Background())
 	g.channelsCancel = cancel
 	pc := &pluginContext{g: g, running: map[string]int{}}
+	// Plugins with work of their own (a TypeScript plugin's start()) start
+	// first, in config order; a failure is logged and the rest go on.
+	_ = g.plugins.Start(ctx, pc)
 	for name, ch := range g.plugins.Channels() {
 		if err := ch.Start(ctx, pc); err != nil {
 			g.log.Error("channel did not start", "channel", name, "err", err)

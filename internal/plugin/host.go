@@ -73,6 +73,7 @@ type Host struct {
 type loaded struct {
 	name     string // key in config.json5
 	builtin  string // the built-in's name, or "" for an external plugin
+	script   bool   // a TypeScript/JavaScript plugin (index.ts/index.js)
 	dir      string // Env.Dir
 	docsDir  string // host folder mounted at /tools/packages/<name>
 	manifest *config.Manifest
@@ -189,7 +190,11 @@ func (h *Host) load(name string, pc *config.Plugin, builtins map[string]Builtin)
 				return fmt.Errorf("plugin %s: %w", name, err)
 			}
 		}
-		if l.manifest.Run == nil {
+		switch {
+		case l.manifest.Run != nil:
+		case IsScriptDir(dir):
+			l.script = true
+		default:
 			var ok bool
 			if b, ok = builtins[l.manifest.Name]; !ok {
 				return fmt.Errorf("plugin %s: %s/plugin.json has no run command and no plugin %q is built into beige", name, dir, l.manifest.Name)
@@ -219,13 +224,34 @@ func (h *Host) load(name string, pc *config.Plugin, builtins map[string]Builtin)
 	l.config = MergeConfig(l.manifest.DefaultConfig, pc.Config, nil)
 
 	var p Plugin
-	if l.builtin == "" {
+	switch {
+	case l.script:
+		regMu.RLock()
+		load := scriptLoader
+		regMu.RUnlock()
+		if load == nil {
+			return fmt.Errorf("plugin %s: %s is a TypeScript/JavaScript plugin and this beige cannot run them", name, l.dir)
+		}
+		env := Env{
+			Name: name, Dir: l.dir, Manifest: l.manifest,
+			Config: MergeConfig(l.config, nil, nil),
+			Logger: h.log.With("plugin", name),
+			Node:   pc.Node, Agents: ordered(h.cfg.AgentOrder, h.cfg.Agents),
+		}
+		if h.opts.Home.Dir != "" {
+			env.DataDir = filepath.Join(h.opts.Home.DataDir(), name)
+		}
+		var err error
+		if p, err = newPlugin(Builtin{New: load}, env); err != nil {
+			return fmt.Errorf("plugin %s: %w", name, err)
+		}
+	case l.builtin == "":
 		ext, err := newExternal(name, l.dir, l.manifest)
 		if err != nil {
 			return err
 		}
 		p = ext
-	} else {
+	default:
 		env := Env{
 			Name:     name,
 			Dir:      l.dir,
@@ -550,6 +576,35 @@ func runEach[F ~func(context.Context, E) error, E any](ctx context.Context, hs [
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Start calls Start of the plugins that implement Starter, in config
+// order, once the gateway serves; pc is how they reach agents and sessions.
+// A plugin that fails to start is logged and the others still start; the
+// errors are returned joined.
+func (h *Host) Start(ctx context.Context, pc PluginContext) error {
+	var errs []error
+	for _, p := range h.plugins {
+		s, ok := p.plugin.(Starter)
+		if !ok {
+			continue
+		}
+		if err := startPlugin(ctx, s, pc); err != nil {
+			err = fmt.Errorf("plugin %s: start: %w", p.name, err)
+			h.log.Error("plugin did not start", "plugin", p.name, "err", err)
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func startPlugin(ctx context.Context, s Starter, pc PluginContext) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return s.Start(ctx, pc)
 }
 
 // Close stops the plugins that implement Stopper, in the reverse of the
