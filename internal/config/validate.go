@@ -192,7 +192,7 @@ func (v *validator) plugins() {
 			continue
 		}
 		p.Manifest = m
-		if m.Run == nil && isScriptDir(p.Path) {
+		if _, builtin := v.builtins[m.Name]; m.Run == nil && !builtin && isScriptDir(p.Path) {
 			if v.checkNode != nil {
 				if err := v.checkNode(p.Node); err != nil {
 					v.errorAt(path, "plugin %q is a TypeScript/JavaScript plugin and needs Node.js 22 or later: %v", name, err)
@@ -202,7 +202,7 @@ func (v *validator) plugins() {
 		}
 		if m.Run == nil && v.builtins != nil {
 			if _, ok := v.builtins[m.Name]; !ok {
-				v.errorAt(path+".path", "plugin.json of %q has no \"run\" command and no plugin %q is built into beige", name, m.Name)
+				v.errorAt(path+".path", "plugin.json of %q has no \"run\" command, its folder no index.ts or index.js, and no plugin %q is built into beige", name, m.Name)
 			}
 		}
 	}

@@ -190,16 +190,19 @@ func (h *Host) load(name string, pc *config.Plugin, builtins map[string]Builtin)
 				return fmt.Errorf("plugin %s: %w", name, err)
 			}
 		}
+		// One manifest format: a run command makes an external plugin; else
+		// a name built into beige is served by the built-in (a package of
+		// the original's toolkit named so is not run); else an index.ts or
+		// index.js is the original's TypeScript/JavaScript format.
+		bb, isBuiltin := builtins[l.manifest.Name]
 		switch {
 		case l.manifest.Run != nil:
+		case isBuiltin:
+			b, l.builtin = bb, bb.Name
 		case IsScriptDir(dir):
 			l.script = true
 		default:
-			var ok bool
-			if b, ok = builtins[l.manifest.Name]; !ok {
-				return fmt.Errorf("plugin %s: %s/plugin.json has no run command and no plugin %q is built into beige", name, dir, l.manifest.Name)
-			}
-			l.builtin = b.Name
+			return fmt.Errorf("plugin %s: %s/plugin.json has no run command, no index.ts or index.js, and no plugin %q is built into beige", name, dir, l.manifest.Name)
 		}
 	default:
 		var ok bool
