@@ -99,6 +99,13 @@ type Plugin struct {
 	// (an absolute path or a name in PATH; default: $BEIGE_NODE, else node
 	// in PATH; version 22 or later).
 	Node string `json:"node"`
+	// AllowRead and AllowWrite give a TypeScript/JavaScript plugin more
+	// than its own folder (read) and data folder (read and write): host
+	// paths, absolute. Each one gives up some of the plugin's confinement
+	// (the gateway logs a warning). The toolkit's sessions plugin reads
+	// session files: allowRead: ["<BEIGE_HOME>/sessions"].
+	AllowRead  []string `json:"allowRead"`
+	AllowWrite []string `json:"allowWrite"`
 
 	// Manifest is the plugin.json read from Path (nil for built-in plugins
 	// until the plugin registry fills it in).

@@ -31,6 +31,12 @@ var _ plugin.PluginContext = (*pluginContext)(nil)
 
 func (p *pluginContext) Agents() []string { return slices.Clone(p.g.cfg.AgentOrder) }
 
+// Sessions lists an agent's sessions (the original's ctx.listSessions and
+// getSessionEntry, for TypeScript plugins).
+func (p *pluginContext) Sessions(ctx context.Context, agent string) ([]proto.SessionInfo, error) {
+	return p.g.Sessions(ctx, agent)
+}
+
 func (p *pluginContext) Prompt(ctx context.Context, req plugin.PromptRequest) (*plugin.PromptResult, error) {
 	if _, ok := p.g.agents[req.Agent]; !ok {
 		return nil, fmt.Errorf("unknown agent %q", req.Agent)

@@ -240,6 +240,7 @@ func (h *Host) load(name string, pc *config.Plugin, builtins map[string]Builtin)
 			Config: MergeConfig(l.config, nil, nil),
 			Logger: h.log.With("plugin", name),
 			Node:   pc.Node, Agents: ordered(h.cfg.AgentOrder, h.cfg.Agents),
+			AllowRead: pc.AllowRead, AllowWrite: pc.AllowWrite,
 		}
 		if h.opts.Home.Dir != "" {
 			env.DataDir = filepath.Join(h.opts.Home.DataDir(), name)

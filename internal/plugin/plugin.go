@@ -101,6 +101,9 @@ type Env struct {
 	Node string
 	// Agents are the configured agents' names, in config order.
 	Agents []string
+	// AllowRead and AllowWrite are plugins.<name>.allowRead/allowWrite:
+	// host paths a TypeScript/JavaScript plugin may also read or write.
+	AllowRead, AllowWrite []string
 }
 
 // ScriptLoader creates the plugin of a folder with an index.ts or index.js

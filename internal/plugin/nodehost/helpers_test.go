@@ -82,6 +82,10 @@ type tsPlugin struct {
 	manifest string // plugin.json; default: a minimal one
 	file     string // index.ts, or index.js when it ends in .js
 	source   string
+	// dir, when set, is an existing plugin folder (the toolkit's) used as is.
+	dir       string
+	config    map[string]any // plugins.<name>.config; default {"greeting":"hi"}
+	allowRead []string
 }
 
 type fixture struct {
@@ -102,7 +106,9 @@ func newFixture(t *testing.T, agents map[string][]string, plugins ...tsPlugin) (
 	f := &fixture{home: hm, log: &logBuf{}, dirs: map[string]string{}}
 	for _, p := range plugins {
 		dir := filepath.Join(root, "plugins", p.name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if p.dir != "" {
+			dir = p.dir
+		} else if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		m := p.manifest
@@ -113,17 +119,23 @@ func newFixture(t *testing.T, agents map[string][]string, plugins ...tsPlugin) (
 		if file == "" {
 			file = "index.ts"
 		}
-		if err := os.WriteFile(filepath.Join(dir, "plugin.json"), []byte(m), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, file), []byte(p.source), 0o644); err != nil {
-			t.Fatal(err)
+		if p.dir == "" {
+			if err := os.WriteFile(filepath.Join(dir, "plugin.json"), []byte(m), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, file), []byte(p.source), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 		man, err := config.ReadManifest(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.Plugins[p.name] = &config.Plugin{Path: dir, Manifest: man, Node: node, Config: map[string]any{"greeting": "hi"}}
+		pcfg := p.config
+		if pcfg == nil {
+			pcfg = map[string]any{"greeting": "hi"}
+		}
+		cfg.Plugins[p.name] = &config.Plugin{Path: dir, Manifest: man, Node: node, Config: pcfg, AllowRead: p.allowRead}
 		cfg.PluginOrder = append(cfg.PluginOrder, p.name)
 		f.dirs[p.name] = dir
 	}

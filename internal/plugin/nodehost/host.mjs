@@ -101,6 +101,19 @@ function makeContext(init) {
     getSessionMetadata: (sessionKey, key) => syncCall("getSessionMetadata", { sessionKey, key }) ?? undefined,
     isSessionActive: (sessionKey) => !!syncCall("isSessionActive", { sessionKey }),
     getRegisteredTools: () => syncCall("getRegisteredTools", {}),
+    // Not served yet: the gateway answers each with a clear error.
+    invokeTool: (toolName, args, sessionContext) => asyncCall("invokeTool", { toolName, args, sessionContext }),
+    steerSession: (sessionKey, text) => asyncCall("steerSession", { sessionKey, text }),
+    disposeSession: (sessionKey) => asyncCall("disposeSession", { sessionKey }),
+    llmPrompt: (provider, modelId, messages, opts) => asyncCall("llmPrompt", { provider, modelId, messages, opts }),
+    getModel: (provider, modelId) => syncCall("getModel", { provider, modelId }) ?? undefined,
+    getModelHealth: (provider, modelId) => syncCall("getModelHealth", { provider, modelId }) ?? undefined,
+    clearModelHealth: (provider, modelId) => { syncCall("clearModelHealth", { provider, modelId }); },
+    getSessionUsage: (sessionKey) => syncCall("getSessionUsage", { sessionKey }) ?? undefined,
+    getSessionModel: (sessionKey) => syncCall("getSessionModel", { sessionKey }) ?? undefined,
+    persistSessionModel: (sessionKey, agentName, provider, modelId) => { syncCall("persistSessionModel", { sessionKey, agentName, provider, modelId }); },
+    clearSessionModel: (sessionKey) => { syncCall("clearSessionModel", { sessionKey }); },
+    getChannel: (_name) => undefined,
   };
 }
 

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -60,6 +61,9 @@ type Plugin struct {
 	since    time.Time // when the current host became ready
 	wake     chan struct{}
 	watchWG  sync.WaitGroup
+
+	metaMu sync.Mutex
+	meta   map[string]map[string]any // session key -> metadata set by the plugin
 }
 
 // registration is what register() declared.
@@ -96,12 +100,30 @@ func New(env plugin.Env) (plugin.Plugin, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	for _, l := range [][]string{env.AllowRead, env.AllowWrite} {
+		for _, d := range l {
+			if !filepath.IsAbs(d) || strings.ContainsAny(d, ",*") {
+				return nil, fmt.Errorf("allowRead/allowWrite: %q must be an absolute path without ',' or '*'", d)
+			}
+		}
+	}
+	for _, d := range slices.Concat(env.AllowRead, env.AllowWrite) {
+		if _, err := os.Stat(d); err != nil {
+			// Node grants a folder's contents only if it is a folder when
+			// the host starts.
+			log.Warn("allowRead/allowWrite path does not exist; the plugin gets no access beneath it", "path", d)
+		}
+	}
+	if len(env.AllowRead)+len(env.AllowWrite) > 0 {
+		log.Warn("the plugin may read or write more than its own folders (plugins.<name>.allowRead/allowWrite)", "read", env.AllowRead, "write", env.AllowWrite)
+	}
 	return &Plugin{env: env, node: n, entry: entry, log: log, wake: make(chan struct{})}, nil
 }
 
 func (p *Plugin) spec() *procSpec {
 	return &procSpec{
 		name: p.env.Name, node: p.node, dir: p.env.Dir, dataDir: p.env.DataDir,
+		allowRead: p.env.AllowRead, allowWrite: p.env.AllowWrite,
 		log: p.log, serve: p.serve,
 	}
 }

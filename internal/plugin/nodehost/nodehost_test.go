@@ -357,7 +357,7 @@ export function createPlugin(config, ctx) {
         ctx.updateSessionSettings(session.sessionKey, { verbose: true });
         const s = ctx.getSessionSettings(session.sessionKey);
         let unsupported = "";
-        try { ctx.listSessionKeys("travel"); } catch (e) { unsupported = e.message; }
+        try { ctx.getSessionUsage("x"); } catch (e) { unsupported = e.message; }
         // An asynchronous one:
         const answer = await ctx.prompt("spawn:1", "helper", "what is 2+2?");
         return { output: JSON.stringify({ verbose: s.verbose, answer, unsupported }), exitCode: 0 };
@@ -383,7 +383,7 @@ func TestContextCalls(t *testing.T) {
 		Unsupported string `json:"unsupported"`
 	}
 	json.Unmarshal([]byte(resp.Output), &got)
-	if !got.Verbose || got.Answer != "answer to what is 2+2?" || got.Unsupported != "ctx.listSessionKeys is not supported by beige yet" {
+	if !got.Verbose || got.Answer != "answer to what is 2+2?" || got.Unsupported != "ctx.getSessionUsage is not supported by beige yet" {
 		t.Errorf("got %+v", got)
 	}
 	if len(pc.prompts) != 1 || pc.prompts[0].Agent != "helper" || pc.prompts[0].SessionKey != "spawn:1" {

@@ -26,7 +26,10 @@ type procSpec struct {
 	node    Node
 	dir     string // the plugin's folder: readable
 	dataDir string // the plugin's data folder: readable and writable, cwd and HOME
-	log     *slog.Logger
+	// allowRead and allowWrite are more host paths the plugin may use
+	// (plugins.<name>.allowRead/allowWrite).
+	allowRead, allowWrite []string
+	log                   *slog.Logger
 	// serve answers the host's ctx calls.
 	serve func(ctx context.Context, op string, args json.RawMessage) (any, error)
 }
@@ -56,13 +59,19 @@ type proc struct {
 // nodeArgs are the flags that confine the host: the permission model with
 // the plugin's folder readable and its data folder writable, nothing else
 // (no child processes, workers, addons or WASI).
-func nodeArgs(n Node, dir, dataDir string) []string {
+func nodeArgs(n Node, s *procSpec) []string {
 	args := []string{
 		"--permission",
-		"--allow-fs-read=" + dir,
-		"--allow-fs-read=" + dataDir,
-		"--allow-fs-write=" + dataDir,
+		"--allow-fs-read=" + s.dir,
+		"--allow-fs-read=" + s.dataDir,
+		"--allow-fs-write=" + s.dataDir,
 		"--disable-warning=ExperimentalWarning",
+	}
+	for _, d := range s.allowRead {
+		args = append(args, "--allow-fs-read="+d)
+	}
+	for _, d := range s.allowWrite {
+		args = append(args, "--allow-fs-read="+d, "--allow-fs-write="+d)
 	}
 	if n.needsStripFlag() {
 		args = append(args, "--experimental-strip-types")
@@ -97,7 +106,7 @@ func startProc(spec *procSpec) (*proc, error) {
 		return nil, fmt.Errorf("create pipes: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, spec.node.Path, nodeArgs(spec.node, spec.dir, spec.dataDir)...)
+	cmd := exec.CommandContext(ctx, spec.node.Path, nodeArgs(spec.node, spec)...)
 	cmd.Dir = spec.dataDir
 	cmd.Env = []string{
 		"PATH=/usr/local/bin:/usr/bin:/bin",

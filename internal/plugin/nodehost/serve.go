@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/beige-dev/beige/internal/plugin"
+	"github.com/beige-dev/beige/internal/proto"
 )
 
 // serve answers one ctx call of the plugin: the PluginContext methods the
@@ -120,8 +122,160 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage) (any
 			}
 		}
 		return false, nil
+	case "listSessions", "listSessionKeys":
+		var a struct {
+			AgentName           string `json:"agentName"`
+			IncludeToolSessions bool   `json:"includeToolSessions"`
+		}
+		if err := decodeArgs(raw, &a); err != nil {
+			return nil, err
+		}
+		sl, err := p.lister(pc, need)
+		if err != nil {
+			return nil, err
+		}
+		list, err := sl.Sessions(ctx, a.AgentName)
+		if err != nil {
+			return nil, fmt.Errorf("ctx.%s: %w", op, err)
+		}
+		if op == "listSessionKeys" {
+			out := make([]map[string]string, 0, len(list))
+			for _, s := range list {
+				out = append(out, map[string]string{"key": s.ID, "sessionFile": s.SessionFile})
+			}
+			return out, nil
+		}
+		out := make([]map[string]string, 0, len(list))
+		for _, s := range list {
+			out = append(out, map[string]string{
+				"sessionId": s.SessionID, "sessionFile": s.SessionFile, "agentName": s.AgentName,
+				"createdAt": s.CreatedAt, "firstMessage": s.FirstMessage,
+			})
+		}
+		return out, nil
+	case "getSessionEntry":
+		var a struct {
+			SessionKey string `json:"sessionKey"`
+		}
+		if err := decodeArgs(raw, &a); err != nil {
+			return nil, err
+		}
+		sl, err := p.lister(pc, need)
+		if err != nil {
+			return nil, err
+		}
+		return p.sessionEntry(ctx, pc, sl, a.SessionKey)
+	case "createSession":
+		var a struct {
+			SessionKey string         `json:"sessionKey"`
+			AgentName  string         `json:"agentName"`
+			Metadata   map[string]any `json:"metadata"`
+		}
+		if err := decodeArgs(raw, &a); err != nil {
+			return nil, err
+		}
+		if err := need(); err != nil {
+			return nil, err
+		}
+		if !slices.Contains(pc.Agents(), a.AgentName) {
+			return nil, fmt.Errorf("ctx.createSession: unknown agent %q", a.AgentName)
+		}
+		if err := pc.NewSession(ctx, a.AgentName, a.SessionKey); err != nil {
+			return nil, fmt.Errorf("ctx.createSession: %w", err)
+		}
+		p.metaMu.Lock()
+		if p.meta == nil {
+			p.meta = map[string]map[string]any{}
+		}
+		p.meta[a.SessionKey] = map[string]any{"\x00agent": a.AgentName}
+		for k, v := range a.Metadata {
+			p.meta[a.SessionKey][k] = v
+		}
+		p.metaMu.Unlock()
+		return "", nil
+	case "setSessionMetadata":
+		var a struct {
+			SessionKey string `json:"sessionKey"`
+			Key        string `json:"key"`
+			Value      any    `json:"value"`
+		}
+		if err := decodeArgs(raw, &a); err != nil {
+			return nil, err
+		}
+		p.metaMu.Lock()
+		if p.meta == nil {
+			p.meta = map[string]map[string]any{}
+		}
+		if p.meta[a.SessionKey] == nil {
+			p.meta[a.SessionKey] = map[string]any{}
+		}
+		p.meta[a.SessionKey][a.Key] = a.Value
+		p.metaMu.Unlock()
+		return nil, nil
+	case "getSessionMetadata":
+		var a struct {
+			SessionKey string `json:"sessionKey"`
+			Key        string `json:"key"`
+		}
+		if err := decodeArgs(raw, &a); err != nil {
+			return nil, err
+		}
+		p.metaMu.Lock()
+		defer p.metaMu.Unlock()
+		return p.meta[a.SessionKey][a.Key], nil
 	}
 	return nil, fmt.Errorf("ctx.%s is not supported by beige yet", op)
+}
+
+// sessionLister is the part of the gateway's PluginContext that lists an
+// agent's sessions.
+type sessionLister interface {
+	Sessions(ctx context.Context, agent string) ([]proto.SessionInfo, error)
+}
+
+func (p *Plugin) lister(pc plugin.PluginContext, need func() error) (sessionLister, error) {
+	if err := need(); err != nil {
+		return nil, err
+	}
+	sl, ok := pc.(sessionLister)
+	if !ok {
+		return nil, errors.New("this gateway cannot list sessions")
+	}
+	return sl, nil
+}
+
+// sessionEntry finds a session by key among every agent's sessions; a
+// session the plugin created that has no file yet is found through the
+// metadata kept for it. Its metadata is what the plugin set on it.
+func (p *Plugin) sessionEntry(ctx context.Context, pc plugin.PluginContext, sl sessionLister, key string) (any, error) {
+	p.metaMu.Lock()
+	meta := maps.Clone(p.meta[key])
+	p.metaMu.Unlock()
+	created, _ := meta["\x00agent"].(string)
+	delete(meta, "\x00agent")
+	for _, ag := range pc.Agents() {
+		list, err := sl.Sessions(ctx, ag)
+		if err != nil {
+			continue
+		}
+		for _, s := range list {
+			if s.ID == key {
+				out := map[string]any{"agentName": s.AgentName, "sessionFile": s.SessionFile, "createdAt": s.CreatedAt}
+				if meta != nil {
+					out["metadata"] = meta
+				}
+				return out, nil
+			}
+		}
+	}
+	if created != "" {
+		out := map[string]any{"agentName": created, "sessionFile": "", "createdAt": ""}
+		if meta != nil {
+			out["metadata"] = meta
+		}
+		return out, nil
+	}
+	return nil, nil
 }
 
 func decodeArgs(raw json.RawMessage, v any) error {
