@@ -106,4 +106,53 @@ func TestToolkitSessionsAndSpawn(t *testing.T) {
 }
 
 var _ plugin.PluginContext = (*sessionsContext)(nil)
-var _ = time.Second
+
+// lockedContext records prompts under a lock (schedule prompts from its
+// tick loop).
+type lockedContext struct {
+	fakeContext
+	n chan plugin.PromptRequest
+}
+
+func (c *lockedContext) Prompt(_ context.Context, r plugin.PromptRequest) (*plugin.PromptResult, error) {
+	c.n <- r
+	return &plugin.PromptResult{Text: "done"}, nil
+}
+
+// TestToolkitSchedule runs the toolkit's schedule plugin unmodified: a
+// one-off prompt created from the sandbox runs on its schedule, from the
+// plugin's start()ed tick loop, as a prompt to the agent that created it;
+// its state is in the plugin's data folder.
+func TestToolkitSchedule(t *testing.T) {
+	tk := toolkitDir(t, "schedule")
+	if _, err := os.Stat(filepath.Join(tk, "schedule", "node_modules", "cron-parser")); err != nil {
+		t.Skip("the toolkit's schedule plugin has no node_modules/cron-parser (scripts/ensure-toolkit.sh installs it)")
+	}
+	f := mustFixture(t, map[string][]string{"travel": {"schedule"}},
+		tsPlugin{name: "schedule", dir: filepath.Join(tk, "schedule"), config: map[string]any{"tickInterval": 1, "allowExec": false}})
+	pc := &lockedContext{n: make(chan plugin.PromptRequest, 4)}
+	if err := f.host.Start(context.Background(), pc); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(1500 * time.Millisecond).UTC().Format(time.RFC3339)
+	resp := f.call("travel", "schedule", "create", "--once", at, "--prompt", "water the plants")
+	if !resp.Success {
+		t.Fatalf("create: %+v\n%s", resp, f.log)
+	}
+	select {
+	case r := <-pc.n:
+		if r.Agent != "travel" || r.Message != "water the plants" {
+			t.Errorf("scheduled prompt %+v", r)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the schedule never ran\n%s", f.log)
+	}
+	entries, _ := os.ReadDir(filepath.Join(f.home.DataDir(), "schedule"))
+	if len(entries) == 0 {
+		t.Error("nothing in the plugin's data folder")
+	}
+	resp = f.call("travel", "schedule", "create", "--once", at, "--exec", "id")
+	if resp.Success {
+		t.Errorf("exec schedule with allowExec false: %+v", resp)
+	}
+}
