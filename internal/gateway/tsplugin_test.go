@@ -1,0 +1,93 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/beige-dev/beige/internal/llm/llmtest"
+	"github.com/beige-dev/beige/internal/plugin/nodehost"
+)
+
+// tsNode finds a Node.js 22 for the TypeScript plugin tests, or skips.
+func tsNode(t *testing.T) string {
+	t.Helper()
+	cands := []string{os.Getenv(nodehost.NodeEnv)}
+	if h, err := os.UserHomeDir(); err == nil {
+		cands = append(cands, filepath.Join(h, ".cache", "beige", "node22", "bin", "node"))
+	}
+	if p, err := exec.LookPath("node"); err == nil {
+		cands = append(cands, p)
+	}
+	for _, c := range cands {
+		if c == "" {
+			continue
+		}
+		if n, err := nodehost.FindNode(context.Background(), c); err == nil {
+			return n.Path
+		}
+	}
+	t.Skip("no Node.js 22 or later: run scripts/ensure-node22.sh or set BEIGE_NODE")
+	return ""
+}
+
+// TestTypeScriptPrePromptBlocks: a prePrompt hook of a TypeScript plugin in
+// the original's format blocks a message and the client sees it blocked,
+// on the prompt API and on the chat stream; a TypeScript plugin whose
+// createPlugin throws does not keep the gateway from serving.
+func TestTypeScriptPrePromptBlocks(t *testing.T) {
+	node := tsNode(t)
+	dir := t.TempDir()
+	guard := filepath.Join(dir, "guard")
+	os.MkdirAll(guard, 0o755)
+	os.WriteFile(filepath.Join(guard, "plugin.json"), []byte(`{"name":"guard","description":"Blocks forbidden words."}`), 0o644)
+	os.WriteFile(filepath.Join(guard, "index.ts"), []byte(`
+interface PrePromptEvent { message: string; sessionKey: string; agentName: string; channel: string }
+export function createPlugin(config: Record<string, unknown>) {
+  return {
+    register(r: any): void {
+      r.hook("prePrompt", async (ev: PrePromptEvent) =>
+        ev.message.includes("forbidden") ? { message: ev.message, block: true, reason: "no forbidden words" } : { message: ev.message });
+    },
+  };
+}
+`), 0o644)
+	broken := filepath.Join(dir, "broken")
+	os.MkdirAll(broken, 0o755)
+	os.WriteFile(filepath.Join(broken, "plugin.json"), []byte(`{"name":"broken","description":"Throws."}`), 0o644)
+	os.WriteFile(filepath.Join(broken, "index.js"), []byte(`export function createPlugin() { throw new Error("boom"); }`), 0o644)
+
+	a := llmtest.NewAnthropic(t)
+	g := startGatewayWith(t, gatewaySetup{
+		names:     []string{"guarded"},
+		plugins:   fmt.Sprintf("guard: { path: %q, node: %q }, broken: { path: %q, node: %q }", guard, node, broken, node),
+		providers: fmt.Sprintf(`pa: { api: "anthropic-messages", baseUrl: %q, apiKey: "ka" }`, a.URL()),
+		model:     "{ provider: 'pa', model: 'model-a' }",
+	})
+	agent := g.agents[0]
+	a.Enqueue(llmtest.Text("hello there"))
+	if got := g.promptOK(t, "api:ts1", "hi"); got != "hello there" {
+		t.Errorf("answer %q", got)
+	}
+	n := a.Count()
+	code, out := g.post(t, "/api/agents/"+agent+"/prompt", `{"message": "a forbidden word"}`)
+	if code != http.StatusForbidden || !strings.Contains(fmt.Sprint(out["error"]), "blocked by a prePrompt hook: guard: no forbidden words") || a.Count() != n {
+		t.Errorf("blocked prompt: %d %v", code, out)
+	}
+	body := fmt.Sprintf(`{"provider":"pa","modelId":"model-a","context":{"messages":[{"role":"user","content":"forbidden"}]},"agentName":%q}`, agent)
+	resp, err := http.Post(g.URL()+"/api/chat/stream", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(data), `"type":"blocked"`) || !strings.Contains(string(data), "no forbidden words") || a.Count() != n {
+		t.Errorf("blocked stream: %d %s", resp.StatusCode, data)
+	}
+}
