@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 )
@@ -96,4 +97,21 @@ func FuzzParseFrame(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestLogWriterBounded(t *testing.T) {
+	var buf logBuf
+	w := &logWriter{log: slog.New(slog.NewTextHandler(&buf, nil)), stream: "stdout"}
+	w.Write([]byte(strings.Repeat("x", 3*maxLogLine) + "\nshort\npart"))
+	w.Write([]byte("ial\n"))
+	out := buf.String()
+	if strings.Count(out, "\n") != 3 || !strings.Contains(out, "msg=short") || !strings.Contains(out, "msg=partial") {
+		t.Errorf("lines:\n%s", out)
+	}
+	for range 2 * maxLogLines {
+		w.Write([]byte("flood\n"))
+	}
+	if n := strings.Count(buf.String(), "flood"); n != maxLogLines-3 {
+		t.Errorf("%d flood lines logged, want %d", n, maxLogLines-3)
+	}
 }

@@ -403,3 +403,35 @@ func TestNoNode(t *testing.T) {
 		t.Errorf("old node: %v", err)
 	}
 }
+
+// slowContext answers prompts after a delay.
+type slowContext struct{ fakeContext }
+
+func (c *slowContext) Prompt(ctx context.Context, r plugin.PromptRequest) (*plugin.PromptResult, error) {
+	select {
+	case <-time.After(time.Second):
+	case <-ctx.Done():
+	}
+	return &plugin.PromptResult{Text: "ok"}, nil
+}
+
+// TestContextCallsBounded: a plugin cannot make the gateway run more than
+// maxInflight of its ctx calls at once; the rest fail at once, clearly.
+func TestContextCallsBounded(t *testing.T) {
+	f := mustFixture(t, map[string][]string{"travel": {"flood"}}, tsPlugin{name: "flood", source: `
+export function createPlugin(config, ctx) {
+  return { register(r) { r.tool({ name: "flood", description: "", handler: async () => {
+    const rs = await Promise.allSettled(Array.from({ length: 100 }, (_, i) => ctx.prompt("k" + i, "travel", "hi")));
+    const ok = rs.filter((r) => r.status === "fulfilled").length;
+    const refused = rs.filter((r) => r.status === "rejected" && r.reason.message.includes("more than 64 ctx calls")).length;
+    return { output: ok + " " + refused, exitCode: 0 };
+  }}); } };
+}`})
+	if err := f.host.Start(context.Background(), &slowContext{}); err != nil {
+		t.Fatal(err)
+	}
+	resp := f.call("travel", "flood")
+	if !resp.Success || resp.Output != "64 36" {
+		t.Errorf("got %+v", resp)
+	}
+}

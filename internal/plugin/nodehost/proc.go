@@ -49,6 +49,8 @@ type proc struct {
 	nextID  uint64
 	pending map[uint64]chan *frame
 
+	inflight chan struct{} // one token per asynchronous ctx call running
+
 	done    chan struct{} // closed when the process has exited
 	exitErr error         // why, once done is closed
 	killMu  sync.Mutex
@@ -133,6 +135,7 @@ func startProc(spec *procSpec) (*proc, error) {
 	p := &proc{
 		spec: spec, cmd: cmd, toHost: inW, fromHost: outR, syncOut: syW,
 		pending: map[uint64]chan *frame{}, done: make(chan struct{}), cancel: cancel,
+		inflight: make(chan struct{}, maxInflight),
 	}
 	readerDone := make(chan struct{})
 	go func() {
@@ -224,12 +227,21 @@ func (p *proc) readLoop() {
 		case "log":
 			logPlugin(p.spec.log, f.Level, f.Msg)
 		case "req":
-			if f.Sync {
+			switch {
+			case f.Sync:
 				// The host's JavaScript thread waits for this answer, so it
 				// sends nothing else meanwhile: answer in order, here.
 				p.answer(f, true)
-			} else {
-				go p.answer(f, false)
+			default:
+				select {
+				case p.inflight <- struct{}{}:
+					go func() {
+						defer func() { <-p.inflight }()
+						p.answer(f, false)
+					}()
+				default:
+					p.refuse(f, fmt.Sprintf("beige: more than %d ctx calls of this plugin at once", maxInflight))
+				}
 			}
 		}
 	}
@@ -272,6 +284,18 @@ func (p *proc) answer(f *frame, sync bool) {
 		p.spec.log.Debug("answer to the plugin host not delivered", "op", f.Op, "err", err)
 	}
 }
+
+// refuse answers an asynchronous ctx call with an error, at once.
+func (p *proc) refuse(f *frame, msg string) {
+	data, _ := json.Marshal(map[string]any{"t": "res", "id": f.ID, "error": msg})
+	p.wmu.Lock()
+	_, _ = p.toHost.Write(append(data, '\n'))
+	p.wmu.Unlock()
+}
+
+// maxInflight bounds the asynchronous ctx calls (prompts, say) one plugin
+// host has running at once.
+const maxInflight = 64
 
 // ctxCallTimeout bounds one ctx call of a plugin (a prompt of a sub-agent
 // can take long).
@@ -365,14 +389,22 @@ func cut(s string, n int) string {
 }
 
 // logWriter logs what a plugin host prints, a line at a time, each line cut
-// at maxLogLine.
+// at maxLogLine, at most maxLogLines lines a minute (the rest is counted and
+// dropped, so that a plugin cannot flood the gateway's log).
 type logWriter struct {
 	log    *slog.Logger
 	stream string
 	mu     sync.Mutex
 	buf    []byte
 	drop   bool // the current line is too long: drop until its end
+
+	window  time.Time // start of the current minute
+	lines   int       // lines logged in it
+	dropped int       // lines dropped in it
 }
+
+// maxLogLines bounds the lines a minute logged from one stream of a host.
+const maxLogLines = 600
 
 func (w *logWriter) Write(b []byte) (int, error) {
 	w.mu.Lock()
@@ -408,11 +440,23 @@ func (w *logWriter) Write(b []byte) (int, error) {
 
 func (w *logWriter) emit(cutOff bool) {
 	s := string(w.buf)
+	w.buf = w.buf[:0]
 	if cutOff {
 		s += "…"
 	}
+	now := time.Now()
+	if now.Sub(w.window) >= time.Minute {
+		if w.dropped > 0 {
+			w.log.Warn("plugin output dropped: too many lines", "stream", w.stream, "lines", w.dropped)
+		}
+		w.window, w.lines, w.dropped = now, 0, 0
+	}
+	if w.lines >= maxLogLines {
+		w.dropped++
+		return
+	}
+	w.lines++
 	w.log.Info(s, "stream", w.stream)
-	w.buf = w.buf[:0]
 }
 
 func (w *logWriter) flush() {
