@@ -188,3 +188,9 @@ func shortTimeouts(t *testing.T, call time.Duration) {
 	DefaultCallTimeout, backoffMin = call, 50*time.Millisecond
 	t.Cleanup(func() { DefaultCallTimeout, backoffMin = oc, ob })
 }
+
+func (l *logBuf) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.Reset()
+}

@@ -237,6 +237,11 @@ func (p *Plugin) current() (*proc, error) {
 	case p.proc == nil:
 		return nil, fmt.Errorf("plugin %s is restarting: %s", p.env.Name, p.reason)
 	}
+	select {
+	case <-p.proc.done: // exited; watch has not seen it yet
+		return nil, fmt.Errorf("plugin %s is restarting: %s", p.env.Name, p.proc.exitErr)
+	default:
+	}
 	return p.proc, nil
 }
 
