@@ -106,6 +106,10 @@ type Plugin struct {
 	// session files: allowRead: ["<BEIGE_HOME>/sessions"].
 	AllowRead  []string `json:"allowRead"`
 	AllowWrite []string `json:"allowWrite"`
+	// Timeout is how long, in seconds, one tool call of a
+	// TypeScript/JavaScript plugin may take before its host is killed and
+	// restarted (default 900, as the exec tool's).
+	Timeout float64 `json:"timeout"`
 
 	// Manifest is the plugin.json read from Path (nil for built-in plugins
 	// until the plugin registry fills it in).

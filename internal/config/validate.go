@@ -182,6 +182,9 @@ func (v *validator) plugins() {
 			}
 			continue
 		}
+		if p.Timeout < 0 {
+			v.errorAt(path+".timeout", "must not be negative")
+		}
 		m, err := ReadManifest(p.Path)
 		if err != nil {
 			if errors.Is(err, errNoFolder) {

@@ -241,6 +241,7 @@ func (h *Host) load(name string, pc *config.Plugin, builtins map[string]Builtin)
 			Logger: h.log.With("plugin", name),
 			Node:   pc.Node, Agents: ordered(h.cfg.AgentOrder, h.cfg.Agents),
 			AllowRead: pc.AllowRead, AllowWrite: pc.AllowWrite,
+			Timeout: time.Duration(pc.Timeout * float64(time.Second)),
 		}
 		if h.opts.Home.Dir != "" {
 			env.DataDir = filepath.Join(h.opts.Home.DataDir(), name)

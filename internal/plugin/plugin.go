@@ -31,6 +31,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/beige-dev/beige/internal/atomicfile"
 	"github.com/beige-dev/beige/internal/config"
@@ -104,6 +105,9 @@ type Env struct {
 	// AllowRead and AllowWrite are plugins.<name>.allowRead/allowWrite:
 	// host paths a TypeScript/JavaScript plugin may also read or write.
 	AllowRead, AllowWrite []string
+	// Timeout is plugins.<name>.timeout: how long one tool call of a
+	// TypeScript/JavaScript plugin may take (0: the default).
+	Timeout time.Duration
 }
 
 // ScriptLoader creates the plugin of a folder with an index.ts or index.js

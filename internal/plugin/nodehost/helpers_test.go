@@ -86,6 +86,7 @@ type tsPlugin struct {
 	dir       string
 	config    map[string]any // plugins.<name>.config; default {"greeting":"hi"}
 	allowRead []string
+	timeout   float64 // plugins.<name>.timeout
 }
 
 type fixture struct {
@@ -135,7 +136,7 @@ func newFixture(t *testing.T, agents map[string][]string, plugins ...tsPlugin) (
 		if pcfg == nil {
 			pcfg = map[string]any{"greeting": "hi"}
 		}
-		cfg.Plugins[p.name] = &config.Plugin{Path: dir, Manifest: man, Node: node, Config: pcfg, AllowRead: p.allowRead}
+		cfg.Plugins[p.name] = &config.Plugin{Path: dir, Manifest: man, Node: node, Config: pcfg, AllowRead: p.allowRead, Timeout: p.timeout}
 		cfg.PluginOrder = append(cfg.PluginOrder, p.name)
 		f.dirs[p.name] = dir
 	}

@@ -30,9 +30,11 @@ func init() { plugin.SetScriptLoader(New) }
 
 // Timeouts of the requests to the host. Tests shorten them.
 var (
-	// DefaultCallTimeout is how long a tool call may take; the host is
-	// killed (and restarted) when it passes.
-	DefaultCallTimeout = 60 * time.Second
+	// DefaultCallTimeout is how long a tool call may take when
+	// plugins.<name>.timeout is not set (a spawn tool's sub-agent
+	// conversation takes long); the host is killed (and restarted) when it
+	// passes.
+	DefaultCallTimeout = 900 * time.Second
 	initTimeout        = 30 * time.Second
 	hookTimeout        = 30 * time.Second
 	lifecycleTimeout   = 30 * time.Second
@@ -425,7 +427,11 @@ func (p *Plugin) toolHandler(name string) plugin.Handler {
 		if args == nil {
 			args = []string{}
 		}
-		ctx, cancel := context.WithTimeout(ctx, DefaultCallTimeout)
+		timeout := DefaultCallTimeout
+		if p.env.Timeout > 0 {
+			timeout = p.env.Timeout
+		}
+		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		raw, err := pr.call(ctx, "tool", map[string]any{
 			"tool": name, "args": args, "config": call.Config,
