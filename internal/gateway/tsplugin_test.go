@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/llm/llmtest"
 	"github.com/beige-dev/beige/internal/plugin/nodehost"
 )
@@ -89,5 +90,66 @@ export function createPlugin(config: Record<string, unknown>) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(data), `"type":"blocked"`) || !strings.Contains(string(data), "no forbidden words") || a.Count() != n {
 		t.Errorf("blocked stream: %d %s", resp.StatusCode, data)
+	}
+}
+
+// TestToolkitSessionsInSandbox: an agent with tools: ["sessions"] (the
+// toolkit's plugin, unmodified, given read access to the sessions folder)
+// lists and reads its own sessions from inside its sandbox, and not
+// another agent's. BEIGE_TOOLKIT names the toolkit's plugins folder
+// (scripts/ensure-toolkit.sh).
+func TestToolkitSessionsInSandbox(t *testing.T) {
+	node := tsNode(t)
+	tk := os.Getenv("BEIGE_TOOLKIT")
+	if tk == "" {
+		t.Skip("BEIGE_TOOLKIT is not set (the toolkit's plugins/ folder)")
+	}
+	a := llmtest.NewAnthropic(t)
+	a.SetDefault(llmtest.Text("noted"))
+	g := startGatewayWith(t, gatewaySetup{
+		names:     []string{"owner", "other"},
+		plugins:   fmt.Sprintf("sessions: { path: %q, node: %q }", filepath.Join(tk, "sessions"), node),
+		providers: fmt.Sprintf(`pa: { api: "anthropic-messages", baseUrl: %q, apiKey: "ka" }`, a.URL()),
+		model:     "{ provider: 'pa', model: 'model-a' }",
+		extra:     map[string]string{"owner": `tools: ["sessions"]`, "other": `tools: ["sessions"]`},
+		options: func(o *Options) {
+			o.Config.Plugins["sessions"].AllowRead = []string{o.Home.SessionsDir()}
+		},
+	})
+	owner, other := g.agents[0], g.agents[1]
+	prompt := func(agent, key, msg string) {
+		body := fmt.Sprintf(`{"message": %q, "sessionKey": %q}`, msg, key)
+		if code, out := g.post(t, "/api/agents/"+agent+"/prompt", body); code != 200 {
+			t.Fatalf("prompt %s: %d %v", agent, code, out)
+		}
+	}
+	prompt(owner, "api:trip", "plan a trip to Lisbon")
+	prompt(other, "api:secret", "the other agent's secret plans")
+
+	list, isErr := g.tool(t, owner, "exec", map[string]any{"command": "sessions list --format json"})
+	if isErr || !strings.Contains(list, "plan a trip to Lisbon") || strings.Contains(list, "secret") {
+		t.Errorf("sessions list: %v\n%s", isErr, list)
+	}
+	got, isErr := g.tool(t, owner, "exec", map[string]any{"command": "sessions get api:trip"})
+	if isErr || !strings.Contains(got, "plan a trip to Lisbon") {
+		t.Errorf("sessions get own: %v\n%s", isErr, got)
+	}
+	got, _ = g.tool(t, owner, "exec", map[string]any{"command": "sessions get api:secret"})
+	if strings.Contains(got, "secret plans") || !strings.Contains(got, "Permission denied") {
+		t.Errorf("sessions get another agent's: %s", got)
+	}
+	// Every call through the plugin host is audited like any tool call.
+	recs, err := audit.ReadFile(g.home.AuditLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range recs {
+		if r.Tool == "sessions" && r.Agent == owner && r.Phase == audit.PhaseFinished {
+			n++
+		}
+	}
+	if n != 3 {
+		t.Errorf("%d finished audit records of the sessions tool, want 3", n)
 	}
 }
