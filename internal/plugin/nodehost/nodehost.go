@@ -273,7 +273,6 @@ func (p *Plugin) watch(pr *proc) {
 			p.proc, p.reason = nil, reason
 			wait := min(backoffMin<<min(p.restarts, 10), backoffMax)
 			p.restarts++
-			started := p.started
 			p.mu.Unlock()
 			if pr != nil {
 				p.log.Error("plugin host crashed; restarting", "reason", reason, "in", wait.String())
@@ -285,7 +284,7 @@ func (p *Plugin) watch(pr *proc) {
 					return
 				}
 				p.mu.Lock()
-				started = p.started
+				started := p.started
 				p.mu.Unlock()
 				npr, err := p.relaunch(started)
 				if err == nil {

@@ -122,6 +122,31 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage) (any
 			}
 		}
 		return false, nil
+	case "abortSession", "compactSession":
+		var a struct {
+			SessionKey string `json:"sessionKey"`
+		}
+		if err := decodeArgs(raw, &a); err != nil {
+			return nil, err
+		}
+		if err := need(); err != nil {
+			return nil, err
+		}
+		agent, err := sessionAgent(ctx, pc, a.SessionKey)
+		if err != nil || agent == "" {
+			if op == "abortSession" {
+				return nil, nil // no-op for an unknown session, as in the original
+			}
+			return nil, fmt.Errorf("ctx.compactSession: no session %q", a.SessionKey)
+		}
+		if op == "abortSession" {
+			pc.Abort(agent, a.SessionKey)
+			return nil, nil
+		}
+		if err := pc.Compact(ctx, agent, a.SessionKey); err != nil {
+			return nil, fmt.Errorf("ctx.compactSession: %w", err)
+		}
+		return map[string]any{"tokensBefore": 0, "summary": ""}, nil
 	case "listSessions", "listSessionKeys":
 		var a struct {
 			AgentName           string `json:"agentName"`
@@ -225,6 +250,27 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage) (any
 		return p.meta[a.SessionKey][a.Key], nil
 	}
 	return nil, fmt.Errorf("ctx.%s is not supported by beige yet", op)
+}
+
+// sessionAgent returns the agent whose session key is, from the sessions
+// list ("" when no agent has it).
+func sessionAgent(ctx context.Context, pc plugin.PluginContext, key string) (string, error) {
+	sl, ok := pc.(sessionLister)
+	if !ok {
+		return "", errors.New("this gateway cannot list sessions")
+	}
+	for _, ag := range pc.Agents() {
+		list, err := sl.Sessions(ctx, ag)
+		if err != nil {
+			continue
+		}
+		for _, s := range list {
+			if s.ID == key {
+				return ag, nil
+			}
+		}
+	}
+	return "", nil
 }
 
 // sessionLister is the part of the gateway's PluginContext that lists an
