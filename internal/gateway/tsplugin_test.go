@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/llm/llmtest"
@@ -107,11 +108,15 @@ func TestToolkitSessionsInSandbox(t *testing.T) {
 	a := llmtest.NewAnthropic(t)
 	a.SetDefault(llmtest.Text("noted"))
 	g := startGatewayWith(t, gatewaySetup{
-		names:     []string{"owner", "other"},
-		plugins:   fmt.Sprintf("sessions: { path: %q, node: %q }", filepath.Join(tk, "sessions"), node),
+		names: []string{"owner", "other"},
+		plugins: fmt.Sprintf(`sessions: { path: %q, node: %q },
+			spawn: { path: %q, node: %q, config: { targets: { "OTHER": {} } } },
+			schedule: { path: %q, node: %q, config: { tickInterval: 1, allowExec: false } }`,
+			filepath.Join(tk, "sessions"), node, filepath.Join(tk, "spawn"), node, filepath.Join(tk, "schedule"), node),
+		rename:    map[string]string{"OTHER": "other"},
 		providers: fmt.Sprintf(`pa: { api: "anthropic-messages", baseUrl: %q, apiKey: "ka" }`, a.URL()),
 		model:     "{ provider: 'pa', model: 'model-a' }",
-		extra:     map[string]string{"owner": `tools: ["sessions"]`, "other": `tools: ["sessions"]`},
+		extra:     map[string]string{"owner": `tools: ["sessions", "spawn", "schedule"]`, "other": `tools: ["sessions"]`},
 		options: func(o *Options) {
 			o.Config.Plugins["sessions"].AllowRead = []string{o.Home.SessionsDir()}
 		},
@@ -137,6 +142,32 @@ func TestToolkitSessionsInSandbox(t *testing.T) {
 	got, _ = g.tool(t, owner, "exec", map[string]any{"command": "sessions get api:secret"})
 	if strings.Contains(got, "secret plans") || !strings.Contains(got, "Permission denied") {
 		t.Errorf("sessions get another agent's: %s", got)
+	}
+	// spawn, configured to allow the other agent, runs a sub-agent
+	// conversation and gets its answer; a target it does not list is refused.
+	a.Enqueue(llmtest.Text("four"))
+	got, isErr = g.tool(t, owner, "exec", map[string]any{"command": "spawn --target " + other + " what is 2+2?"})
+	if isErr || !strings.Contains(got, "four") {
+		t.Errorf("spawn: %v\n%s", isErr, got)
+	}
+	got, _ = g.tool(t, owner, "exec", map[string]any{"command": "spawn --target " + owner + " hi"})
+	if !strings.Contains(got, "Exit code: 1") {
+		t.Errorf("spawn to a target not allowed: %s", got)
+	}
+	// schedule runs a prompt on its schedule (its tick loop runs from the
+	// plugin's start()).
+	at := time.Now().Add(1500 * time.Millisecond).UTC().Format(time.RFC3339)
+	n0 := a.Count()
+	got, isErr = g.tool(t, owner, "exec", map[string]any{"command": "schedule create --once " + at + " --prompt water the plants"})
+	if isErr {
+		t.Fatalf("schedule create: %s", got)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for a.Count() == n0 || !strings.Contains(a.Last().AllText(), "water the plants") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the scheduled prompt never reached the model")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	// Every call through the plugin host is audited like any tool call.
 	recs, err := audit.ReadFile(g.home.AuditLog())
