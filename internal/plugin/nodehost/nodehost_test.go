@@ -23,6 +23,8 @@ type Args = string[];
 export function createPlugin(config: Record<string, unknown>, ctx: any) {
   return {
     register(r: any): void {
+      console.log("hello from console.log");
+      console.error("and from console.error");
       r.tool({
         name: "echo",
         description: "Echoes.",
@@ -97,6 +99,9 @@ func TestToolCall(t *testing.T) {
 	if resp.Success || !strings.Contains(resp.Error, "Permission denied: tool 'echo' not allowed for agent 'other'") {
 		t.Errorf("other agent: %+v", resp)
 	}
+	// The plugin's console output is the gateway's log, not the protocol.
+	f.log.waitLog(t, `msg="hello from console.log" plugin=echo stream=stdout`)
+	f.log.waitLog(t, `msg="and from console.error" plugin=echo stream=stderr`)
 	if !strings.Contains(f.host.ToolContext("travel"), "say <words>") {
 		t.Errorf("tool context lacks the commands:\n%s", f.host.ToolContext("travel"))
 	}
