@@ -57,10 +57,12 @@ function syncCall(op, args) {
   }
 }
 
-function asyncCall(op, args) {
+// asyncCall sends a ctx call and resolves with its answer; onEvent, if
+// given, receives the call's events before it (a streaming prompt's text).
+function asyncCall(op, args, onEvent) {
   const id = nextId++;
   return new Promise((resolve, reject) => {
-    pending.set(id, { resolve, reject });
+    pending.set(id, { resolve, reject, onEvent });
     writeFrame({ t: "req", id, op, args });
   });
 }
@@ -82,11 +84,11 @@ function makeContext(init) {
     },
     prompt: (sessionKey, agentName, message, opts) =>
       asyncCall("prompt", { sessionKey, agentName, message, channel: opts?.channel ?? "" }),
-    promptStreaming: async (sessionKey, agentName, message, onDelta, opts) => {
-      const text = await asyncCall("prompt", { sessionKey, agentName, message, channel: opts?.channel ?? "" });
-      if (typeof onDelta === "function" && text) onDelta(text);
-      return text;
-    },
+    promptStreaming: (sessionKey, agentName, message, onDelta, opts) =>
+      asyncCall("prompt", { sessionKey, agentName, message, channel: opts?.channel ?? "", stream: true }, (ev) => {
+        if (ev.kind === "delta" && typeof onDelta === "function") onDelta(String(ev.delta ?? ""));
+        else if (ev.kind === "turn" && typeof opts?.onAssistantTurnStart === "function") opts.onAssistantTurnStart();
+      }),
     newSession: (sessionKey, agentName) => asyncCall("newSession", { sessionKey, agentName }).then(() => undefined),
     abortSession: (sessionKey) => asyncCall("abortSession", { sessionKey }).then(() => undefined),
     compactSession: (sessionKey) => asyncCall("compactSession", { sessionKey }),
@@ -219,7 +221,12 @@ async function handle(m) {
 function onLine(line) {
   if (!line) return;
   const m = JSON.parse(line);
-  if (m.t === "res") {
+  if (m.t === "ev") {
+    const p = pending.get(m.id);
+    if (p && p.onEvent) {
+      try { p.onEvent(m); } catch (e) { log("error", `promptStreaming callback threw: ${errText(e)}`); }
+    }
+  } else if (m.t === "res") {
     const p = pending.get(m.id);
     if (!p) return;
     pending.delete(m.id);

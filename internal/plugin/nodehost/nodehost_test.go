@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/plugin"
 	"github.com/beige-dev/beige/internal/proto"
 )
@@ -438,6 +439,35 @@ export function createPlugin(config, ctx) {
 	}
 	resp := f.call("travel", "flood")
 	if !resp.Success || resp.Output != "64 36" {
+		t.Errorf("got %+v", resp)
+	}
+}
+
+// streamContext streams its answer in two deltas.
+type streamContext struct{ fakeContext }
+
+func (c *streamContext) Prompt(_ context.Context, r plugin.PromptRequest) (*plugin.PromptResult, error) {
+	if r.OnEvent != nil {
+		r.OnEvent(llm.Event{Type: llm.EventStart})
+		r.OnEvent(llm.Event{Type: llm.EventTextDelta, Delta: "Hel"})
+		r.OnEvent(llm.Event{Type: llm.EventTextDelta, Delta: "lo"})
+	}
+	return &plugin.PromptResult{Text: "Hello"}, nil
+}
+
+func TestPromptStreaming(t *testing.T) {
+	f := mustFixture(t, map[string][]string{"travel": {"streamy"}}, tsPlugin{name: "streamy", source: `
+export function createPlugin(config, ctx) {
+  return { register(r) { r.tool({ name: "streamy", description: "", handler: async () => {
+    const seen = [];
+    const text = await ctx.promptStreaming("k", "helper", "hi", (d) => seen.push(d), { onAssistantTurnStart: () => seen.push("<turn>") });
+    return { output: seen.join("|") + " => " + text, exitCode: 0 };
+  }}); } };
+}`})
+	if err := f.host.Start(context.Background(), &streamContext{}); err != nil {
+		t.Fatal(err)
+	}
+	if resp := f.call("travel", "streamy"); !resp.Success || resp.Output != "<turn>|Hel|lo => Hello" {
 		t.Errorf("got %+v", resp)
 	}
 }

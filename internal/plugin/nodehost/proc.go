@@ -31,7 +31,9 @@ type procSpec struct {
 	allowRead, allowWrite []string
 	log                   *slog.Logger
 	// serve answers the host's ctx calls.
-	serve func(ctx context.Context, op string, args json.RawMessage) (any, error)
+	// notify, when not nil, sends an event about this call to the host
+	// before the answer (the text deltas of a streaming prompt).
+	serve func(ctx context.Context, op string, args json.RawMessage, notify func(ev map[string]any)) (any, error)
 }
 
 // proc is one running plugin host.
@@ -259,7 +261,20 @@ func (p *proc) answer(f *frame, sync bool) {
 		case <-ctx.Done():
 		}
 	}()
-	res, err := p.spec.serve(ctx, f.Op, f.Args)
+	var notify func(map[string]any)
+	if !sync {
+		notify = func(ev map[string]any) {
+			ev["t"], ev["id"] = "ev", f.ID
+			data, err := json.Marshal(ev)
+			if err != nil {
+				return
+			}
+			p.wmu.Lock()
+			_, _ = p.toHost.Write(append(data, '\n'))
+			p.wmu.Unlock()
+		}
+	}
+	res, err := p.spec.serve(ctx, f.Op, f.Args, notify)
 	out := map[string]any{"t": "res", "id": f.ID}
 	if err != nil {
 		out["error"] = err.Error()

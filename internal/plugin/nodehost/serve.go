@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/plugin"
 	"github.com/beige-dev/beige/internal/proto"
 )
@@ -15,7 +16,7 @@ import (
 // serve answers one ctx call of the plugin: the PluginContext methods the
 // original gives plugins, mapped onto the gateway's plugin.PluginContext.
 // Its arguments come from the plugin and are decoded strictly.
-func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage) (any, error) {
+func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, notify func(map[string]any)) (any, error) {
 	p.mu.Lock()
 	pc := p.pc
 	p.mu.Unlock()
@@ -32,6 +33,7 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage) (any
 			AgentName  string `json:"agentName"`
 			Message    string `json:"message"`
 			Channel    string `json:"channel"`
+			Stream     bool   `json:"stream"`
 		}
 		if err := decodeArgs(raw, &a); err != nil {
 			return nil, err
@@ -42,7 +44,20 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage) (any
 		if !slices.Contains(pc.Agents(), a.AgentName) {
 			return nil, fmt.Errorf("ctx.prompt: unknown agent %q", a.AgentName)
 		}
-		res, err := pc.Prompt(ctx, plugin.PromptRequest{Agent: a.AgentName, SessionKey: a.SessionKey, Message: a.Message})
+		req := plugin.PromptRequest{Agent: a.AgentName, SessionKey: a.SessionKey, Message: a.Message}
+		if a.Stream && notify != nil {
+			// promptStreaming: text deltas, and the start of each assistant
+			// turn (onAssistantTurnStart), as events of this call.
+			req.OnEvent = func(ev llm.Event) {
+				switch ev.Type {
+				case llm.EventStart:
+					notify(map[string]any{"kind": "turn"})
+				case llm.EventTextDelta:
+					notify(map[string]any{"kind": "delta", "delta": ev.Delta})
+				}
+			}
+		}
+		res, err := pc.Prompt(ctx, req)
 		if err != nil {
 			return nil, fmt.Errorf("ctx.prompt: %w", err)
 		}
