@@ -241,7 +241,8 @@ func (h *Host) load(name string, pc *config.Plugin, builtins map[string]Builtin)
 			Logger: h.log.With("plugin", name),
 			Node:   pc.Node, Agents: ordered(h.cfg.AgentOrder, h.cfg.Agents),
 			AllowRead: pc.AllowRead, AllowWrite: pc.AllowWrite,
-			Timeout: time.Duration(pc.Timeout * float64(time.Second)),
+			Timeout:         time.Duration(pc.Timeout * float64(time.Second)),
+			RegisteredTools: h.registeredTools,
 		}
 		if h.opts.Home.Dir != "" {
 			env.DataDir = filepath.Join(h.opts.Home.DataDir(), name)
@@ -305,6 +306,13 @@ func newPlugin(b Builtin, env Env) (p Plugin, err error) {
 		err = errors.New("New returned no plugin")
 	}
 	return p, err
+}
+
+// registeredTools returns the plugin tools' names, sorted. The tools map
+// is written only while NewHost loads the plugins: call it only once
+// NewHost has returned (from Start on).
+func (h *Host) registeredTools() []string {
+	return slices.Sorted(maps.Keys(h.tools))
 }
 
 // checkAgents resolves every agent's workspace and tools, and checks what

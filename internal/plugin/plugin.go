@@ -105,6 +105,9 @@ type Env struct {
 	// AllowRead and AllowWrite are plugins.<name>.allowRead/allowWrite:
 	// host paths a TypeScript/JavaScript plugin may also read or write.
 	AllowRead, AllowWrite []string
+	// RegisteredTools returns the names of every plugin tool, sorted. Call
+	// it only once the Host is loaded (from Starter.Start on).
+	RegisteredTools func() []string
 	// Timeout is plugins.<name>.timeout: how long one tool call of a
 	// TypeScript/JavaScript plugin may take (0: the default).
 	Timeout time.Duration

@@ -363,11 +363,12 @@ export function createPlugin(config, ctx) {
         // Synchronous methods, as the original has them:
         ctx.updateSessionSettings(session.sessionKey, { verbose: true });
         const s = ctx.getSessionSettings(session.sessionKey);
+        const tools = ctx.getRegisteredTools();
         let unsupported = "";
         try { ctx.getSessionUsage("x"); } catch (e) { unsupported = e.message; }
         // An asynchronous one:
         const answer = await ctx.prompt("spawn:1", "helper", "what is 2+2?");
-        return { output: JSON.stringify({ verbose: s.verbose, answer, unsupported }), exitCode: 0 };
+        return { output: JSON.stringify({ verbose: s.verbose, answer, unsupported, tools }), exitCode: 0 };
       }});
     },
   };
@@ -385,11 +386,15 @@ func TestContextCalls(t *testing.T) {
 		t.Fatalf("%+v\n%s", resp, f.log)
 	}
 	var got struct {
-		Verbose     bool   `json:"verbose"`
-		Answer      string `json:"answer"`
-		Unsupported string `json:"unsupported"`
+		Verbose     bool     `json:"verbose"`
+		Answer      string   `json:"answer"`
+		Unsupported string   `json:"unsupported"`
+		Tools       []string `json:"tools"`
 	}
 	json.Unmarshal([]byte(resp.Output), &got)
+	if !slices.Equal(got.Tools, []string{"ctxy"}) {
+		t.Errorf("getRegisteredTools = %v", got.Tools)
+	}
 	if !got.Verbose || got.Answer != "answer to what is 2+2?" || got.Unsupported != "ctx.getSessionUsage is not supported by beige yet" {
 		t.Errorf("got %+v", got)
 	}

@@ -137,6 +137,14 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 			}
 		}
 		return false, nil
+	case "getRegisteredTools":
+		if err := decodeArgs(raw, &struct{}{}); err != nil {
+			return nil, err
+		}
+		if err := need(); err != nil || p.env.RegisteredTools == nil {
+			return nil, errors.New("ctx.getRegisteredTools: the gateway is not serving yet")
+		}
+		return p.env.RegisteredTools(), nil
 	case "abortSession", "compactSession":
 		var a struct {
 			SessionKey string `json:"sessionKey"`
