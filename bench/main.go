@@ -15,9 +15,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/beige-dev/beige/internal/plugin/nodehost"
 	"net"
 	"net/http"
 	"os"
@@ -81,11 +83,27 @@ func run(n int) error {
 	ext := filepath.Join(dir, "ext")
 	os.MkdirAll(ext, 0o755)
 	os.WriteFile(filepath.Join(ext, "plugin.json"), []byte(`{"name": "ext", "description": "Runs true.", "provides": {"tools": ["ext", "ext.denied"]}, "run": {"command": ["/bin/true"]}}`), 0o644)
+	// A no-op TypeScript plugin in the original's format, run by the Node
+	// plugin host, when a Node.js 22 is at hand ($BEIGE_NODE or PATH).
+	tsPlugin, tsTool := "", ""
+	if n, err := nodehost.FindNode(context.Background(), ""); err == nil {
+		ts := filepath.Join(dir, "tsnoop")
+		os.MkdirAll(ts, 0o755)
+		os.WriteFile(filepath.Join(ts, "plugin.json"), []byte(`{"name": "tsnoop", "description": "Does nothing.", "provides": {"tools": ["tsnoop"]}}`), 0o644)
+		os.WriteFile(filepath.Join(ts, "index.ts"), []byte(`export function createPlugin(config: Record<string, unknown>, ctx: unknown) {
+  return { register(r: any): void { r.tool({ name: "tsnoop", description: "Does nothing.", handler: async () => ({ output: "", exitCode: 0 }) }); } };
+}
+`), 0o644)
+		tsPlugin = fmt.Sprintf(", tsnoop: { path: %q, node: %q }", ts, n.Path)
+		tsTool = `, "tsnoop"`
+	} else {
+		fmt.Fprintln(os.Stderr, "no Node.js 22 (scripts/ensure-node22.sh, BEIGE_NODE): the TypeScript plugin row is skipped:", err)
+	}
 	cfg := fmt.Sprintf(`{ llm: { providers: { anthropic: { apiKey: "${ANTHROPIC_API_KEY}" } } },
-  plugins: { noop: {}, ext: { path: %q } },
-  agents: { %q: { model: { provider: "anthropic", model: "claude-sonnet-4-6" }, tools: ["noop", "ext"],
+  plugins: { noop: {}, ext: { path: %q }%s },
+  agents: { %q: { model: { provider: "anthropic", model: "claude-sonnet-4-6" }, tools: ["noop", "ext"%s],
     sandbox: { image: %q, extraMounts: [%q] } } },
-  gateway: { port: %d } }`, ext, b.agent, image, filepath.Join(dir, "toolbench")+":/opt/toolbench:ro", b.port)
+  gateway: { port: %d } }`, ext, tsPlugin, b.agent, tsTool, image, filepath.Join(dir, "toolbench")+":/opt/toolbench:ro", b.port)
 	if err := os.WriteFile(filepath.Join(b.home, "config.json5"), []byte(cfg), 0o600); err != nil {
 		return err
 	}
@@ -121,7 +139,11 @@ func run(n int) error {
 	// Plugin tools from inside the sandbox, beside what any process start
 	// costs there.
 	inside := map[string]toolTimes{}
-	for _, c := range []string{"/tools/bin/noop", "/tools/bin/ext", "/tools/bin/ext.denied", "/bin/sh -c true"} {
+	cmds := []string{"/tools/bin/noop", "/tools/bin/ext", "/tools/bin/ext.denied", "/bin/sh -c true"}
+	if tsTool != "" {
+		cmds = append(cmds, "/tools/bin/tsnoop")
+	}
+	for _, c := range cmds {
 		if inside[c], err = b.toolbench(c); err != nil {
 			return err
 		}
@@ -166,11 +188,15 @@ func run(n int) error {
 	fmt.Printf("from inside the sandbox (n=100)             p50        p90        p99\n")
 	for _, row := range []struct{ what, cmd string }{
 		{"no-op plugin tool (built-in noop)", "/tools/bin/noop"},
+		{"no-op TypeScript plugin tool (node host)", "/tools/bin/tsnoop"},
 		{"external plugin tool (/bin/true on host)", "/tools/bin/ext"},
 		{"denied plugin tool", "/tools/bin/ext.denied"},
 		{"baseline: sh -c true", "/bin/sh -c true"},
 	} {
-		tt := inside[row.cmd]
+		tt, ok := inside[row.cmd]
+		if !ok {
+			continue
+		}
 		fmt.Printf("  %-40s %10s %10s %10s\n", row.what, us(tt.P50), us(tt.P90), us(tt.P99))
 	}
 	fmt.Printf("start -> /api/health ok\n")

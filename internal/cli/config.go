@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"github.com/beige-dev/beige/internal/plugin/nodehost"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -89,7 +91,13 @@ func (a *app) loadConfig() (*config.Config, error) {
 // loadOptions tells the config loader what is built into this binary: the
 // built-in plugins and the provider APIs.
 func loadOptions() *config.LoadOptions {
-	return &config.LoadOptions{Builtins: plugin.Builtins(), SupportedAPI: llm.HasAPI}
+	return &config.LoadOptions{
+		Builtins: plugin.Builtins(), SupportedAPI: llm.HasAPI,
+		CheckNode: func(node string) error {
+			_, err := nodehost.FindNode(context.Background(), node)
+			return err
+		},
+	}
 }
 
 // loadClientConfig loads the config for a command that talks to a running

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/beige-dev/beige/internal/plugin/nodehost"
 	"io"
 	"os"
 	"sort"
@@ -225,7 +226,7 @@ func (a *app) reportInstalled(out []install.Installed, verb string) {
 		fmt.Fprintf(a.streams.Out, "note: %s: served by beige's built-in plugin of that name (the package's code is not run)\n", strings.Join(builtin, ", "))
 	}
 	if len(typescript) > 0 {
-		fmt.Fprintf(a.streams.Out, "note: %s: TypeScript plugins (no \"run\" in plugin.json), which this beige cannot load yet: beige config validate and the gateway refuse the config while their plugins.<name> entries are in it (beige plugins remove <name>)\n", strings.Join(typescript, ", "))
+		fmt.Fprintf(a.streams.Out, "note: %s: TypeScript/JavaScript plugins, run by the gateway in a confined Node.js process: they need Node.js %d or later (node in PATH, $%s, or plugins.<name>.node)\n", strings.Join(typescript, ", "), nodehost.MinNodeMajor, nodehost.NodeEnv)
 	}
 }
 

@@ -81,7 +81,7 @@ func TestPluginsCommands(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("install: %d\n%s%s", code, out, errOut)
 	}
-	for _, want := range []string{"installed alpha 1.0.0", "installed beta 1.0.0", "note: alpha: TypeScript plugins"} {
+	for _, want := range []string{"installed alpha 1.0.0", "installed beta 1.0.0", "note: alpha: TypeScript/JavaScript plugins, run by the gateway in a confined Node.js process"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("install output lacks %q:\n%s", want, out)
 		}

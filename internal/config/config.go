@@ -95,6 +95,21 @@ type Plugin struct {
 	// ("npm:...", "github:...", a folder); `beige plugins update` fetches
 	// it again from there. The gateway does not use it.
 	Source string `json:"_source"`
+	// Node is the Node.js binary a TypeScript/JavaScript plugin runs with
+	// (an absolute path or a name in PATH; default: $BEIGE_NODE, else node
+	// in PATH; version 22 or later).
+	Node string `json:"node"`
+	// AllowRead and AllowWrite give a TypeScript/JavaScript plugin more
+	// than its own folder (read) and data folder (read and write): host
+	// paths, absolute. Each one gives up some of the plugin's confinement
+	// (the gateway logs a warning). The toolkit's sessions plugin reads
+	// session files: allowRead: ["<BEIGE_HOME>/sessions"].
+	AllowRead  []string `json:"allowRead"`
+	AllowWrite []string `json:"allowWrite"`
+	// Timeout is how long, in seconds, one tool call of a
+	// TypeScript/JavaScript plugin may take before its host is killed and
+	// restarted (default 900, as the exec tool's).
+	Timeout float64 `json:"timeout"`
 
 	// Manifest is the plugin.json read from Path (nil for built-in plugins
 	// until the plugin registry fills it in).

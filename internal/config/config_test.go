@@ -528,7 +528,7 @@ func TestBuiltinPlugins(t *testing.T) {
 	if _, err := Load(p, &LoadOptions{Builtins: builtins}); err == nil {
 		t.Fatal("a path plugin with no run command and no built-in of its name should fail")
 	} else {
-		wantErrors(t, err, `plugins.local.path: plugin.json of "local" has no "run" command and no plugin "git" is built into beige`)
+		wantErrors(t, err, `plugins.local.path: plugin.json of "local" has no "run" command, its folder no index.ts or index.js, and no plugin "git" is built into beige`)
 	}
 	builtins["git"] = &Manifest{Name: "git"}
 	cfg, err := Load(p, &LoadOptions{Builtins: builtins})
@@ -541,6 +541,38 @@ func TestBuiltinPlugins(t *testing.T) {
 	delete(builtins, "web")
 	_, err = Load(p, &LoadOptions{Builtins: builtins})
 	wantErrors(t, err, `plugins.web: plugin "web" has no path and is not built into beige (built-in: git)`)
+}
+
+// TestScriptPlugins: a folder with index.ts (the original's format) is a
+// plugin of its own kind; without a usable Node.js the config fails,
+// naming the plugin and what to install. A folder named like a built-in is
+// the built-in and needs no Node.js.
+func TestScriptPlugins(t *testing.T) {
+	f := newFixture(t)
+	src := minimal("", `tools: ["ts", "git"],`, `plugins: { ts: { path: "plugins/ts", node: "/opt/node22/bin/node" }, git: { path: "plugins/git" } },`)
+	p := f.write("config.json5", src)
+	f.write("plugins/ts/plugin.json", `{"name":"ts","description":"d"}`)
+	f.write("plugins/ts/index.ts", `export function createPlugin() {}`)
+	f.write("plugins/git/index.ts", `export function createPlugin() {}`)
+	builtins := map[string]*Manifest{"git": {Name: "git"}}
+	var asked []string
+	opts := &LoadOptions{Builtins: builtins, CheckNode: func(node string) error {
+		asked = append(asked, node)
+		return errors.New("no node in PATH: install Node.js 22 or later")
+	}}
+	_, err := Load(p, opts)
+	wantErrors(t, err, `plugins.ts: plugin "ts" is a TypeScript/JavaScript plugin and needs Node.js 22 or later: no node in PATH: install Node.js 22 or later`)
+	if len(asked) != 1 || asked[0] != "/opt/node22/bin/node" {
+		t.Errorf("CheckNode asked for %q; want only plugins.ts.node", asked)
+	}
+	opts.CheckNode = func(string) error { return nil }
+	cfg, err := Load(p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Plugins["ts"].Node != "/opt/node22/bin/node" {
+		t.Errorf("plugins.ts.node = %q", cfg.Plugins["ts"].Node)
+	}
 }
 
 func TestSecretNeverShows(t *testing.T) {

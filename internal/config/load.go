@@ -25,6 +25,11 @@ type LoadOptions struct {
 	// SupportedAPI, when set, tells whether this build can speak a
 	// provider API; a provider whose api it refuses is an error.
 	SupportedAPI func(api string) bool
+	// CheckNode, when set, checks the Node.js a TypeScript/JavaScript
+	// plugin (a folder with index.ts or index.js) runs with: node is
+	// plugins.<name>.node, "" to look it up. Its error is reported at the
+	// plugin's entry.
+	CheckNode func(node string) error
 }
 
 // Load reads, interpolates and validates the config file at path. Every
@@ -129,7 +134,7 @@ func Parse(path string, data []byte, opts *LoadOptions) (*Config, error) {
 		cfg.AgentOrder = append([]string(nil), n.keys...)
 	}
 	applyDefaults(cfg)
-	v := &validator{d: d, cfg: cfg, builtins: opts.Builtins, supportedAPI: opts.SupportedAPI}
+	v := &validator{d: d, cfg: cfg, builtins: opts.Builtins, supportedAPI: opts.SupportedAPI, checkNode: opts.CheckNode}
 	v.validate()
 	if len(d.errs) > 0 {
 		d.errs.sort()

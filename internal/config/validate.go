@@ -87,6 +87,7 @@ type validator struct {
 	cfg          *Config
 	builtins     map[string]*Manifest
 	supportedAPI func(string) bool
+	checkNode    func(node string) error
 }
 
 func (v *validator) errorAt(path, format string, args ...any) { v.d.errorAt(path, format, args...) }
@@ -205,6 +206,9 @@ func (v *validator) plugins() {
 			}
 			continue
 		}
+		if p.Timeout < 0 {
+			v.errorAt(path+".timeout", "must not be negative")
+		}
 		m, err := ReadManifest(p.Path)
 		if err != nil {
 			if errors.Is(err, errNoFolder) {
@@ -215,12 +219,31 @@ func (v *validator) plugins() {
 			continue
 		}
 		p.Manifest = m
+		if _, builtin := v.builtins[m.Name]; m.Run == nil && !builtin && isScriptDir(p.Path) {
+			if v.checkNode != nil {
+				if err := v.checkNode(p.Node); err != nil {
+					v.errorAt(path, "plugin %q is a TypeScript/JavaScript plugin and needs Node.js 22 or later: %v", name, err)
+				}
+			}
+			continue
+		}
 		if m.Run == nil && v.builtins != nil {
 			if _, ok := v.builtins[m.Name]; !ok {
-				v.errorAt(path+".path", "plugin.json of %q has no \"run\" command and no plugin %q is built into beige", name, m.Name)
+				v.errorAt(path+".path", "plugin.json of %q has no \"run\" command, its folder no index.ts or index.js, and no plugin %q is built into beige", name, m.Name)
 			}
 		}
 	}
+}
+
+// isScriptDir reports whether dir holds a TypeScript/JavaScript plugin in
+// the original's format: an index.ts or index.js regular file.
+func isScriptDir(dir string) bool {
+	for _, n := range []string{"index.ts", "index.js"} {
+		if fi, err := os.Lstat(filepath.Join(dir, n)); err == nil && fi.Mode().IsRegular() {
+			return true
+		}
+	}
+	return false
 }
 
 // ReadManifest reads dir/plugin.json.

@@ -31,6 +31,12 @@ var _ plugin.PluginContext = (*pluginContext)(nil)
 
 func (p *pluginContext) Agents() []string { return slices.Clone(p.g.cfg.AgentOrder) }
 
+// Sessions lists an agent's sessions (the original's ctx.listSessions and
+// getSessionEntry, for TypeScript plugins).
+func (p *pluginContext) Sessions(ctx context.Context, agent string) ([]proto.SessionInfo, error) {
+	return p.g.Sessions(ctx, agent)
+}
+
 func (p *pluginContext) Prompt(ctx context.Context, req plugin.PromptRequest) (*plugin.PromptResult, error) {
 	if _, ok := p.g.agents[req.Agent]; !ok {
 		return nil, fmt.Errorf("unknown agent %q", req.Agent)
@@ -191,6 +197,9 @@ func (g *Gateway) startChannels() {
 	ctx, cancel := context.WithCancel(context.Background())
 	g.channelsCancel = cancel
 	pc := &pluginContext{g: g, running: map[string]int{}}
+	// Plugins with work of their own (a TypeScript plugin's start()) start
+	// first, in config order; a failure is logged and the rest go on.
+	_ = g.plugins.Start(ctx, pc)
 	for name, ch := range g.plugins.Channels() {
 		if err := ch.Start(ctx, pc); err != nil {
 			g.log.Error("channel did not start", "channel", name, "err", err)

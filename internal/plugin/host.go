@@ -84,6 +84,7 @@ type Host struct {
 type loaded struct {
 	name     string // key in config.json5
 	builtin  string // the built-in's name, or "" for an external plugin
+	script   bool   // a TypeScript/JavaScript plugin (index.ts/index.js)
 	dir      string // Env.Dir
 	docsDir  string // host folder mounted at /tools/packages/<name>
 	manifest *config.Manifest
@@ -214,12 +215,19 @@ func (h *Host) load(name string, pc *config.Plugin, builtins map[string]Builtin)
 				return fmt.Errorf("plugin %s: %w", name, err)
 			}
 		}
-		if l.manifest.Run == nil {
-			var ok bool
-			if b, ok = builtins[l.manifest.Name]; !ok {
-				return fmt.Errorf("plugin %s: %s/plugin.json has no run command and no plugin %q is built into beige", name, dir, l.manifest.Name)
-			}
-			l.builtin = b.Name
+		// One manifest format: a run command makes an external plugin; else
+		// a name built into beige is served by the built-in (a package of
+		// the original's toolkit named so is not run); else an index.ts or
+		// index.js is the original's TypeScript/JavaScript format.
+		bb, isBuiltin := builtins[l.manifest.Name]
+		switch {
+		case l.manifest.Run != nil:
+		case isBuiltin:
+			b, l.builtin = bb, bb.Name
+		case IsScriptDir(dir):
+			l.script = true
+		default:
+			return fmt.Errorf("plugin %s: %s/plugin.json has no run command, no index.ts or index.js, and no plugin %q is built into beige", name, dir, l.manifest.Name)
 		}
 	default:
 		var ok bool
@@ -244,13 +252,37 @@ func (h *Host) load(name string, pc *config.Plugin, builtins map[string]Builtin)
 	l.config = MergeConfig(l.manifest.DefaultConfig, pc.Config, nil)
 
 	var p Plugin
-	if l.builtin == "" {
+	switch {
+	case l.script:
+		regMu.RLock()
+		load := scriptLoader
+		regMu.RUnlock()
+		if load == nil {
+			return fmt.Errorf("plugin %s: %s is a TypeScript/JavaScript plugin and this beige cannot run them", name, l.dir)
+		}
+		env := Env{
+			Name: name, Dir: l.dir, Manifest: l.manifest,
+			Config: MergeConfig(l.config, nil, nil),
+			Logger: h.log.With("plugin", name),
+			Node:   pc.Node, Agents: ordered(h.cfg.AgentOrder, h.cfg.Agents),
+			AllowRead: pc.AllowRead, AllowWrite: pc.AllowWrite,
+			Timeout:         time.Duration(pc.Timeout * float64(time.Second)),
+			RegisteredTools: h.registeredTools,
+		}
+		if h.opts.Home.Dir != "" {
+			env.DataDir = filepath.Join(h.opts.Home.DataDir(), name)
+		}
+		var err error
+		if p, err = newPlugin(Builtin{New: load}, env); err != nil {
+			return fmt.Errorf("plugin %s: %w", name, err)
+		}
+	case l.builtin == "":
 		ext, err := newExternal(name, l.dir, l.manifest)
 		if err != nil {
 			return err
 		}
 		p = ext
-	} else {
+	default:
 		env := Env{
 			Name:     name,
 			Dir:      l.dir,
@@ -299,6 +331,13 @@ func newPlugin(b Builtin, env Env) (p Plugin, err error) {
 		err = errors.New("New returned no plugin")
 	}
 	return p, err
+}
+
+// registeredTools returns the plugin tools' names, sorted. The tools map
+// is written only while NewHost loads the plugins: call it only once
+// NewHost has returned (from Start on).
+func (h *Host) registeredTools() []string {
+	return slices.Sorted(maps.Keys(h.tools))
 }
 
 // checkAgents resolves every agent's workspace and tools, and checks what
@@ -575,6 +614,35 @@ func runEach[F ~func(context.Context, E) error, E any](ctx context.Context, hs [
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Start calls Start of the plugins that implement Starter, in config
+// order, once the gateway serves; pc is how they reach agents and sessions.
+// A plugin that fails to start is logged and the others still start; the
+// errors are returned joined.
+func (h *Host) Start(ctx context.Context, pc PluginContext) error {
+	var errs []error
+	for _, p := range h.plugins {
+		s, ok := p.plugin.(Starter)
+		if !ok {
+			continue
+		}
+		if err := startPlugin(ctx, s, pc); err != nil {
+			err = fmt.Errorf("plugin %s: start: %w", p.name, err)
+			h.log.Error("plugin did not start", "plugin", p.name, "err", err)
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func startPlugin(ctx context.Context, s Starter, pc PluginContext) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return s.Start(ctx, pc)
 }
 
 // Close stops the plugins that implement Stopper, in the reverse of the

@@ -8,7 +8,10 @@
 //     from init() and one file of blank imports (internal/plugin/builtin)
 //     decides which are built in;
 //   - external plugins: a folder whose plugin.json has a "run" command, run
-//     on the host for each call (see RunSpec in package config).
+//     on the host for each call (see RunSpec in package config);
+//   - TypeScript/JavaScript plugins in the original's format: a folder with
+//     an index.ts or index.js exporting createPlugin, run in a confined
+//     Node.js process (package nodehost).
 //
 // A Host loads the plugins a config names, checks that every agent's tools
 // and skills resolve, and answers the sockets' tool calls (Host.Handle) by
@@ -30,6 +33,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/beige-dev/beige/internal/atomicfile"
 	"github.com/beige-dev/beige/internal/config"
@@ -95,6 +99,53 @@ type Env struct {
 	DataDir string
 	// Logger logs with the plugin's name attached.
 	Logger *slog.Logger
+	// Node is plugins.<name>.node: the Node.js binary to run a
+	// TypeScript/JavaScript plugin with ("" means look it up).
+	Node string
+	// Agents are the configured agents' names, in config order.
+	Agents []string
+	// AllowRead and AllowWrite are plugins.<name>.allowRead/allowWrite:
+	// host paths a TypeScript/JavaScript plugin may also read or write.
+	AllowRead, AllowWrite []string
+	// RegisteredTools returns the names of every plugin tool, sorted. Call
+	// it only once the Host is loaded (from Starter.Start on).
+	RegisteredTools func() []string
+	// Timeout is plugins.<name>.timeout: how long one tool call of a
+	// TypeScript/JavaScript plugin may take (0: the default).
+	Timeout time.Duration
+}
+
+// ScriptLoader creates the plugin of a folder with an index.ts or index.js
+// that exports createPlugin (the original's format). The package that runs
+// them (internal/plugin/nodehost) sets it from init; without it such a
+// folder cannot be loaded.
+type ScriptLoader func(env Env) (Plugin, error)
+
+var scriptLoader ScriptLoader
+
+// SetScriptLoader sets the loader of TypeScript/JavaScript plugin folders.
+func SetScriptLoader(l ScriptLoader) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	scriptLoader = l
+}
+
+// IsScriptDir reports whether dir holds a TypeScript/JavaScript plugin: an
+// index.ts or index.js regular file.
+func IsScriptDir(dir string) bool {
+	for _, n := range []string{"index.ts", "index.js"} {
+		if fi, err := os.Lstat(filepath.Join(dir, n)); err == nil && fi.Mode().IsRegular() {
+			return true
+		}
+	}
+	return false
+}
+
+// Starter is implemented by plugins that do work once the gateway serves
+// (the original's start()). Host.Start calls them in config order; they
+// are stopped (Stopper) in the reverse order.
+type Starter interface {
+	Start(ctx context.Context, pc PluginContext) error
 }
 
 var (

@@ -6,4 +6,5 @@ package builtin
 import (
 	_ "github.com/beige-dev/beige/internal/channel/telegram" // telegram
 	_ "github.com/beige-dev/beige/internal/plugin/git"       // git
+	_ "github.com/beige-dev/beige/internal/plugin/nodehost"  // TypeScript/JavaScript plugin folders
 )

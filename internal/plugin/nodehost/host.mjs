@@ -1,0 +1,265 @@
+// The beige Node.js plugin host. It is embedded in the beige binary and run
+// as `node --permission ... --input-type=module --eval <this file>`, one
+// process per TypeScript/JavaScript plugin. It loads the plugin's
+// index.ts/index.js, calls createPlugin(config, ctx) and register(), and
+// then answers the gateway's requests (tool calls, hooks, start, stop).
+//
+// The protocol is newline-delimited JSON, one frame a line, on three pipes:
+//   fd 3: gateway -> host, requests and the answers to asynchronous ctx calls
+//   fd 4: host -> gateway, answers, ctx calls and log lines
+//   fd 5: gateway -> host, the answers to synchronous ctx calls
+// stdout and stderr are free for the plugin's own console output (the
+// gateway logs them). A synchronous ctx method (listSessions, say) writes
+// its request to fd 4 and blocks in fs.readSync on fd 5 until the answer
+// comes: the JavaScript thread waits, as the original's synchronous methods
+// make their callers expect, and no other frame can be read meanwhile.
+import fs from "node:fs";
+import net from "node:net";
+import { pathToFileURL } from "node:url";
+
+const IN = 3, OUT = 4, SYNC = 5;
+let nextId = 1;
+const pending = new Map();
+
+function writeFrame(obj) {
+  const b = Buffer.from(JSON.stringify(obj) + "\n");
+  let off = 0;
+  while (off < b.length) off += fs.writeSync(OUT, b, off, b.length - off);
+}
+
+function errText(e) {
+  if (e instanceof Error) return e.message || String(e);
+  return String(e);
+}
+
+function log(level, msg) {
+  try { writeFrame({ t: "log", level, msg: String(msg) }); } catch { /* gateway gone */ }
+}
+
+let syncBuf = Buffer.alloc(0);
+const chunk = Buffer.alloc(64 * 1024);
+function syncCall(op, args) {
+  const id = nextId++;
+  writeFrame({ t: "req", id, op, sync: true, args });
+  for (;;) {
+    const nl = syncBuf.indexOf(10);
+    if (nl >= 0) {
+      const line = syncBuf.subarray(0, nl).toString();
+      syncBuf = syncBuf.subarray(nl + 1);
+      const m = JSON.parse(line);
+      if (m.id !== id) continue;
+      if (m.error !== undefined) throw new Error(m.error);
+      return m.result;
+    }
+    const n = fs.readSync(SYNC, chunk, 0, chunk.length, null);
+    if (n === 0) throw new Error("beige: the gateway closed the plugin host's connection");
+    syncBuf = Buffer.concat([syncBuf, chunk.subarray(0, n)]);
+  }
+}
+
+// asyncCall sends a ctx call and resolves with its answer; onEvent, if
+// given, receives the call's events before it (a streaming prompt's text).
+function asyncCall(op, args, onEvent) {
+  const id = nextId++;
+  return new Promise((resolve, reject) => {
+    pending.set(id, { resolve, reject, onEvent });
+    writeFrame({ t: "req", id, op, args });
+  });
+}
+
+let instance = null;
+const tools = new Map();
+const hooks = new Map();
+
+function makeContext(init) {
+  const frozen = (v) => Object.freeze(structuredClone(v));
+  return {
+    get config() { return frozen(init.gatewayConfig ?? {}); },
+    get agentNames() { return [...(init.agentNames ?? [])]; },
+    get dataDir() { fs.mkdirSync(init.dataDir, { recursive: true }); return init.dataDir; },
+    log: {
+      info: (m) => log("info", m),
+      warn: (m) => log("warn", m),
+      error: (m) => log("error", m),
+    },
+    prompt: (sessionKey, agentName, message, opts) =>
+      asyncCall("prompt", { sessionKey, agentName, message, channel: opts?.channel ?? "" }),
+    promptStreaming: (sessionKey, agentName, message, onDelta, opts) =>
+      asyncCall("prompt", { sessionKey, agentName, message, channel: opts?.channel ?? "", stream: true }, (ev) => {
+        if (ev.kind === "delta" && typeof onDelta === "function") onDelta(String(ev.delta ?? ""));
+        else if (ev.kind === "turn" && typeof opts?.onAssistantTurnStart === "function") opts.onAssistantTurnStart();
+      }),
+    newSession: (sessionKey, agentName) => asyncCall("newSession", { sessionKey, agentName }).then(() => undefined),
+    abortSession: (sessionKey) => asyncCall("abortSession", { sessionKey }).then(() => undefined),
+    compactSession: (sessionKey) => asyncCall("compactSession", { sessionKey }),
+    createSession: (sessionKey, agentName, metadata) => syncCall("createSession", { sessionKey, agentName, metadata: metadata ?? null }),
+    getSessionEntry: (sessionKey) => syncCall("getSessionEntry", { sessionKey }) ?? undefined,
+    listSessions: (agentName, opts) => syncCall("listSessions", { agentName, includeToolSessions: !!opts?.includeToolSessions }),
+    listSessionKeys: (agentName, opts) => syncCall("listSessionKeys", { agentName, includeToolSessions: !!opts?.includeToolSessions }),
+    getSessionSettings: (sessionKey) => syncCall("getSessionSettings", { sessionKey }),
+    updateSessionSettings: (sessionKey, update) => { syncCall("updateSessionSettings", { sessionKey, update }); },
+    clearSessionSettings: (sessionKey) => { syncCall("clearSessionSettings", { sessionKey }); },
+    setSessionMetadata: (sessionKey, key, value) => { syncCall("setSessionMetadata", { sessionKey, key, value }); },
+    getSessionMetadata: (sessionKey, key) => syncCall("getSessionMetadata", { sessionKey, key }) ?? undefined,
+    isSessionActive: (sessionKey) => !!syncCall("isSessionActive", { sessionKey }),
+    getRegisteredTools: () => syncCall("getRegisteredTools", {}),
+    // Not served yet: the gateway answers each with a clear error.
+    invokeTool: (toolName, args, sessionContext) => asyncCall("invokeTool", { toolName, args, sessionContext }),
+    steerSession: (sessionKey, text) => asyncCall("steerSession", { sessionKey, text }),
+    disposeSession: (sessionKey) => asyncCall("disposeSession", { sessionKey }),
+    llmPrompt: (provider, modelId, messages, opts) => asyncCall("llmPrompt", { provider, modelId, messages, opts }),
+    getModel: (provider, modelId) => syncCall("getModel", { provider, modelId }) ?? undefined,
+    getModelHealth: (provider, modelId) => syncCall("getModelHealth", { provider, modelId }) ?? undefined,
+    clearModelHealth: (provider, modelId) => { syncCall("clearModelHealth", { provider, modelId }); },
+    getSessionUsage: (sessionKey) => syncCall("getSessionUsage", { sessionKey }) ?? undefined,
+    getSessionModel: (sessionKey) => syncCall("getSessionModel", { sessionKey }) ?? undefined,
+    persistSessionModel: (sessionKey, agentName, provider, modelId) => { syncCall("persistSessionModel", { sessionKey, agentName, provider, modelId }); },
+    clearSessionModel: (sessionKey) => { syncCall("clearSessionModel", { sessionKey }); },
+    getChannel: (_name) => undefined,
+  };
+}
+
+function registrar(result) {
+  return {
+    tool(t) {
+      if (!t || typeof t.name !== "string" || typeof t.handler !== "function") throw new Error("registrar.tool: a tool needs a name and a handler");
+      if (tools.has(t.name)) throw new Error(`registrar.tool: tool ${t.name} registered twice`);
+      tools.set(t.name, t.handler);
+      result.tools.push({ name: t.name, description: String(t.description ?? ""), commands: Array.isArray(t.commands) ? t.commands.map(String) : [] });
+    },
+    hook(name, fn) {
+      if (typeof fn !== "function") throw new Error(`registrar.hook(${name}): not a function`);
+      if (!hooks.has(name)) { hooks.set(name, []); result.hooks.push(String(name)); }
+      hooks.get(name).push(fn);
+    },
+    skill(s) {
+      if (!s || typeof s.name !== "string" || typeof s.path !== "string") throw new Error("registrar.skill: a skill needs a name and a path");
+      result.skills.push({ name: s.name, path: s.path, description: String(s.description ?? "") });
+    },
+    channel(_adapter) { result.channel = true; },
+  };
+}
+
+async function runHook(name, event) {
+  const fns = hooks.get(name) ?? [];
+  if (name === "prePrompt") {
+    let message = event.message;
+    for (const fn of fns) {
+      const r = await fn({ ...event, message });
+      if (r && r.block) return { message, block: true, reason: String(r.reason ?? "") };
+      if (r && typeof r.message === "string") message = r.message;
+    }
+    return { message, block: false };
+  }
+  if (name === "postResponse") {
+    let response = event.response;
+    for (const fn of fns) {
+      const r = await fn({ ...event, response });
+      if (r && r.block) return { response, block: true };
+      if (r && typeof r.response === "string") response = r.response;
+    }
+    return { response, block: false };
+  }
+  if (name === "preToolExec") {
+    for (const fn of fns) {
+      const r = await fn(event);
+      if (r && r.allow === false) return { allow: false, reason: String(r.reason ?? "") };
+    }
+    return { allow: true };
+  }
+  for (const fn of fns) await fn(event);
+  return {};
+}
+
+const ops = {
+  async init(a) {
+    const mod = await import(pathToFileURL(a.entry).href);
+    let create = mod.createPlugin;
+    if (typeof create !== "function" && mod.default) {
+      create = typeof mod.default === "function" ? mod.default : mod.default.createPlugin;
+    }
+    if (typeof create !== "function") throw new Error(`${a.entry} does not export a createPlugin function`);
+    try {
+      instance = create(a.config ?? {}, makeContext(a));
+    } catch (e) {
+      throw new Error(`createPlugin() failed: ${errText(e)}`);
+    }
+    if (!instance || typeof instance.register !== "function") throw new Error("createPlugin() returned no object with a register() method");
+    const result = { tools: [], hooks: [], skills: [], channel: false };
+    try {
+      instance.register(registrar(result));
+    } catch (e) {
+      throw new Error(`register() failed: ${errText(e)}`);
+    }
+    return result;
+  },
+  async tool(a) {
+    const h = tools.get(a.tool);
+    if (!h) throw new Error(`no tool ${a.tool}`);
+    const r = await h(a.args ?? [], a.config ?? {}, a.session ?? {});
+    const output = r && r.output !== undefined && r.output !== null ? String(r.output) : "";
+    const exitCode = r && Number.isInteger(r.exitCode) ? r.exitCode : 0;
+    return { output, exitCode };
+  },
+  hook: (a) => runHook(a.hook, a.event ?? {}),
+  async start() { if (instance && typeof instance.start === "function") await instance.start(); return {}; },
+  async stop() { if (instance && typeof instance.stop === "function") await instance.stop(); return {}; },
+};
+
+async function handle(m) {
+  try {
+    const op = Object.hasOwn(ops, m.op) ? ops[m.op] : null;
+    if (!op) throw new Error(`unknown request ${m.op}`);
+    const result = await op(m.args ?? {});
+    writeFrame({ t: "res", id: m.id, result: result ?? {} });
+  } catch (e) {
+    const code = e && typeof e.code === "string" ? e.code : undefined;
+    writeFrame({ t: "res", id: m.id, error: errText(e), code });
+  }
+}
+
+function onLine(line) {
+  if (!line) return;
+  const m = JSON.parse(line);
+  if (m.t === "ev") {
+    const p = pending.get(m.id);
+    if (p && p.onEvent) {
+      try { p.onEvent(m); } catch (e) { log("error", `promptStreaming callback threw: ${errText(e)}`); }
+    }
+  } else if (m.t === "res") {
+    const p = pending.get(m.id);
+    if (!p) return;
+    pending.delete(m.id);
+    if (m.error !== undefined) p.reject(new Error(m.error));
+    else p.resolve(m.result);
+  } else if (m.t === "req") {
+    handle(m);
+  }
+}
+
+process.on("uncaughtException", (e) => {
+  log("error", `uncaught exception: ${e && e.stack ? e.stack : errText(e)}`);
+  process.exit(70);
+});
+process.on("unhandledRejection", (e) => {
+  log("error", `unhandled promise rejection: ${e && e.stack ? e.stack : errText(e)}`);
+  process.exit(70);
+});
+
+let buf = "";
+// fd 3 is read through a libuv pipe handle, not fs.createReadStream: a
+// blocking read in the thread pool would hold up process.exit until the
+// gateway wrote again.
+const input = new net.Socket({ fd: IN, readable: true, writable: false });
+input.setEncoding("utf8");
+input.on("data", (s) => {
+  buf += s;
+  let nl;
+  while ((nl = buf.indexOf("\n")) >= 0) {
+    const line = buf.slice(0, nl);
+    buf = buf.slice(nl + 1);
+    onLine(line);
+  }
+});
+input.on("end", () => process.exit(0));
+input.on("error", () => process.exit(0));

@@ -1,0 +1,104 @@
+package nodehost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MinNodeMajor is the oldest Node.js the plugin host runs on: 22 has the
+// permission model (--permission) and strips TypeScript types itself.
+const MinNodeMajor = 22
+
+// NodeEnv names a Node.js binary to use when plugins.<p>.node is not set;
+// without either, `node` is looked up in PATH.
+const NodeEnv = "BEIGE_NODE"
+
+// Node is a Node.js binary that passed the version check.
+type Node struct {
+	Path                string
+	Major, Minor, Patch int
+}
+
+// needsStripFlag reports whether TypeScript type stripping must be turned
+// on with a flag (it is on by default from 22.18).
+func (n Node) needsStripFlag() bool { return n.Major == 22 && n.Minor < 18 }
+
+// FindNode returns the Node.js to run a plugin with: override
+// (plugins.<p>.node) when set, else $BEIGE_NODE, else `node` in PATH. Its
+// version must be at least MinNodeMajor.
+func FindNode(ctx context.Context, override string) (Node, error) {
+	cand := override
+	if cand == "" {
+		cand = os.Getenv(NodeEnv)
+	}
+	if cand == "" {
+		p, err := exec.LookPath("node")
+		if err != nil {
+			return Node{}, fmt.Errorf("no node in PATH: install Node.js %d or later, or set plugins.<name>.node to its path", MinNodeMajor)
+		}
+		cand = p
+	}
+	if !filepath.IsAbs(cand) {
+		p, err := exec.LookPath(cand)
+		if err != nil {
+			return Node{}, fmt.Errorf("node %q not found: install Node.js %d or later, or set plugins.<name>.node to its path", cand, MinNodeMajor)
+		}
+		cand = p
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cand, "--version")
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	out, err := cmd.Output()
+	if err != nil {
+		return Node{}, fmt.Errorf("run %s --version: %w (install Node.js %d or later)", cand, err, MinNodeMajor)
+	}
+	n, err := parseVersion(strings.TrimSpace(string(out)))
+	if err != nil {
+		return Node{}, fmt.Errorf("%s: %w", cand, err)
+	}
+	n.Path = cand
+	if n.Major < MinNodeMajor {
+		return Node{}, fmt.Errorf("%s is Node.js %d.%d.%d; TypeScript plugins need Node.js %d or later (install it, or set plugins.<name>.node to its path)", cand, n.Major, n.Minor, n.Patch, MinNodeMajor)
+	}
+	return n, nil
+}
+
+func parseVersion(s string) (Node, error) {
+	v, ok := strings.CutPrefix(s, "v")
+	parts := strings.Split(v, ".")
+	if !ok || len(parts) != 3 {
+		return Node{}, fmt.Errorf("unexpected version %q", s)
+	}
+	var nums [3]int
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return Node{}, fmt.Errorf("unexpected version %q", s)
+		}
+		nums[i] = n
+	}
+	return Node{Major: nums[0], Minor: nums[1], Patch: nums[2]}, nil
+}
+
+var errNoEntry = errors.New("no index.ts or index.js")
+
+// Entry returns the plugin's entry file in dir: index.ts, else index.js.
+// It must be a regular file (not a link).
+func Entry(dir string) (string, error) {
+	for _, n := range []string{"index.ts", "index.js"} {
+		p := filepath.Join(dir, n)
+		fi, err := os.Lstat(p)
+		if err == nil && fi.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	return "", errNoEntry
+}
