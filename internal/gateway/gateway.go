@@ -210,6 +210,9 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	if n := cfg.Gateway.Audit.MaxFiles; n > 0 {
 		g.log.Warn("gateway.audit.maxFiles is set: the oldest audit files are deleted, so a busy agent can push older records out of the audit log", "maxFiles", n)
 	}
+	for _, w := range plugin.ConfigWarnings(cfg) {
+		g.log.Warn("config: " + w)
+	}
 	// The one policy engine of this config (a reload starts a new gateway,
 	// and so builds a new one).
 	allowed := map[string][]string{}

@@ -120,6 +120,7 @@ func TestToolkitSessionsInSandbox(t *testing.T) {
 		options: func(o *Options) {
 			o.Config.Plugins["sessions"].AllowRead = []string{o.Home.SessionsDir()}
 		},
+		docker: true, // the plugins' launchers and tool client run in a real sandbox
 	})
 	owner, other := g.agents[0], g.agents[1]
 	prompt := func(agent, key, msg string) {

@@ -190,11 +190,12 @@ func registered() map[string]Builtin {
 	return maps.Clone(registry)
 }
 
-// ConfigWarnings returns the warnings of the built-in plugins a config
-// enables (Builtin.Warnings), in the config's order.
+// ConfigWarnings returns the warnings about the plugins a config enables:
+// configs that cannot be checked (config.PluginSchemaWarnings), then the
+// built-in plugins' own (Builtin.Warnings), in the config's order.
 func ConfigWarnings(cfg *config.Config) []string {
 	bs := registered()
-	var out []string
+	out := config.PluginSchemaWarnings(cfg)
 	for _, name := range cfg.PluginOrder {
 		p := cfg.Plugins[name]
 		if p == nil || p.Path != "" {
