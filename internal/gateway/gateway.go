@@ -39,6 +39,7 @@ import (
 	"github.com/beige-dev/beige/internal/sandbox/docker"
 	"github.com/beige-dev/beige/internal/settings"
 	"github.com/beige-dev/beige/internal/tools"
+	"github.com/beige-dev/beige/internal/webui"
 )
 
 // Options configures a gateway. Zero fields mean the defaults.
@@ -99,6 +100,8 @@ type Gateway struct {
 	router    *routing.Router
 	manager   *agent.Manager
 	settings  *settings.Store
+	// auditTail is the web console's view of the audit log.
+	auditTail *webui.FileTail
 
 	caOnce sync.Once
 	ca     *egress.CA // the egress proxy's CA, loaded on first need
@@ -187,9 +190,10 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	if auditSize == 0 {
 		auditSize = cfg.Gateway.Log.MaxSizeBytes
 	}
+	g.auditTail = webui.NewFileTail(g.home.AuditLog())
 	g.audit, err = audit.Open(g.home.AuditLog(), &audit.Options{MaxSizeBytes: auditSize, MaxFiles: cfg.Gateway.Audit.MaxFiles,
 		Logger: g.log.With("component", "audit"), OnWriteError: home.ReleaseOnFull, Redactor: auditRedactor(red),
-		OnRecord: g.metrics.AuditRecord})
+		OnRecord: func() { g.metrics.AuditRecord(); g.auditTail.Notify() }})
 	if err != nil {
 		return nil, fmt.Errorf("open audit log: %w", err)
 	}
@@ -262,6 +266,8 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	// Serve only now: the handlers read g.agents, g.manager and g.settings.
 	api := httpapi.New(g, httpapi.Options{Host: cfg.Gateway.Host, AuthToken: cfg.Gateway.AuthToken.Reveal(), Logger: g.log.With("component", "http"),
 		Metrics: g.metrics})
+	webui.New(webui.Options{AuthToken: cfg.Gateway.AuthToken.Reveal(), Status: g.consoleStatus, Audit: g.auditTail,
+		Chat: consoleChat{g}, Logger: g.log.With("component", "webui")}).Register(api)
 	srv, ln := api.HTTPServer(g.ln, httpapi.ServeOptions{
 		MaxConns:    cfg.Gateway.HTTP.MaxConnections,
 		BaseContext: g.baseCtx,

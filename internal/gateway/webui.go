@@ -1,0 +1,162 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/beige-dev/beige/internal/agent"
+	"github.com/beige-dev/beige/internal/config"
+	"github.com/beige-dev/beige/internal/llm"
+	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/webui"
+)
+
+// consoleChat is the web console's Chat over the agent manager.
+type consoleChat struct{ g *Gateway }
+
+// PromptStream implements webui.Chat.
+func (c consoleChat) PromptStream(ctx context.Context, agentName, sessionKey, message string, emit func(webui.ChatEvent)) error {
+	g := c.g
+	if _, ok := g.agents[agentName]; !ok {
+		return proto.Errorf(http.StatusNotFound, "unknown agent %q", agentName)
+	}
+	n := 0
+	var started time.Time
+	opts := &agent.PromptOptions{
+		OnEvent: func(ev llm.Event) {
+			switch ev.Type {
+			case llm.EventTextDelta:
+				emit(webui.ChatEvent{Type: "text_delta", Delta: ev.Delta})
+			case llm.EventThinkingDelta:
+				emit(webui.ChatEvent{Type: "thinking_delta", Delta: ev.Delta})
+			}
+		},
+		// The loop runs tool calls one after the other, so a start and
+		// the next end are the same call.
+		OnToolStart: func(name string, args json.RawMessage) {
+			n++
+			started = time.Now()
+			if !json.Valid(args) {
+				args = nil
+			}
+			emit(webui.ChatEvent{Type: "tool_start", ID: strconv.Itoa(n), Tool: name, Args: args})
+		},
+		OnToolEnd: func(name string, res *llm.ToolResultMessage) {
+			ev := webui.ChatEvent{Type: "tool_end", ID: strconv.Itoa(n), Tool: name, DurationMs: time.Since(started).Milliseconds()}
+			if res != nil {
+				var b strings.Builder
+				for _, ct := range res.Content {
+					if ct.Type == llm.ContentText {
+						b.WriteString(ct.Text)
+					}
+				}
+				ev.Output, ev.IsError = b.String(), res.IsError
+				ev.ExitCode = execExitCode(name, ev.Output)
+			}
+			emit(ev)
+		},
+	}
+	res, err := g.manager.Prompt(ctx, agentName, sessionKey, message, opts)
+	if err != nil {
+		if errors.Is(err, agent.ErrAborted) && !g.stopping.Load() {
+			emit(webui.ChatEvent{Type: "error", Error: "aborted"})
+			return nil
+		}
+		return g.stopError(err)
+	}
+	emit(webui.ChatEvent{Type: "done", Text: res.Text})
+	return nil
+}
+
+// execExitCode reads the exit code off an exec result ("Exit code: N" is
+// its first line); nil for other tools.
+func execExitCode(tool, out string) *int {
+	if tool != "exec" {
+		return nil
+	}
+	line, _, _ := strings.Cut(out, "\n")
+	s, ok := strings.CutPrefix(line, "Exit code: ")
+	if !ok {
+		return nil
+	}
+	code, err := strconv.Atoi(s)
+	if err != nil {
+		return nil
+	}
+	return &code
+}
+
+// Abort implements webui.Chat.
+func (c consoleChat) Abort(agentName, sessionKey string) bool {
+	return c.g.manager.Abort(agentName, sessionKey)
+}
+
+// NewSession implements webui.Chat.
+func (c consoleChat) NewSession(ctx context.Context, agentName, sessionKey string) error {
+	if _, ok := c.g.agents[agentName]; !ok {
+		return proto.Errorf(http.StatusNotFound, "unknown agent %q", agentName)
+	}
+	return c.g.manager.NewSession(ctx, agentName, sessionKey)
+}
+
+// consoleStatus is the console's Agents and health view.
+func (g *Gateway) consoleStatus(ctx context.Context) webui.Status {
+	st := webui.Status{Health: g.Health(ctx)}
+	for _, name := range g.cfg.AgentOrder {
+		a := g.agents[name]
+		s := a.cfg.Sandbox
+		as := webui.AgentStatus{
+			Name: name, Model: a.cfg.Model.String(), Tools: a.cfg.Tools, Skills: a.cfg.Skills,
+			Image: s.Image, Network: s.Network, State: "ready", Limits: map[string]string{},
+		}
+		if as.Network == "" {
+			as.Network = config.NetworkProxy
+		}
+		for _, m := range a.models() {
+			as.Models = append(as.Models, m.String())
+		}
+		if p := st.Health.Agents[name]; p != "" {
+			as.State = p
+		}
+		if s.MemoryLimit != 0 {
+			as.Limits["memory"] = strconv.FormatInt(int64(s.MemoryLimit)>>20, 10) + " MiB"
+		}
+		if s.CPUs != 0 {
+			as.Limits["cpus"] = strconv.FormatFloat(s.CPUs, 'g', -1, 64)
+		}
+		if s.PidsLimit != 0 {
+			as.Limits["pids"] = strconv.FormatInt(s.PidsLimit, 10)
+		}
+		st.Agents = append(st.Agents, as)
+	}
+	snap := g.health.Snapshot()
+	keys := map[string]bool{}
+	for _, a := range g.agents {
+		for _, m := range a.models() {
+			keys[m.Provider+"/"+m.Model] = true
+		}
+	}
+	for k := range snap {
+		keys[k] = true
+	}
+	now := g.health.Now()
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		e := snap[k]
+		ps := webui.ProviderStatus{Key: k, Failures: e.ConsecutiveFailures, LastError: e.LastError}
+		if e.RetryAfter.After(now) {
+			until := e.RetryAfter.UTC()
+			ps.CooldownUntil = &until
+		}
+		provider, _, _ := strings.Cut(k, "/")
+		ps.InUse, ps.Waiting = g.router.QueueStats(provider)
+		st.Providers = append(st.Providers, ps)
+	}
+	return st
+}
