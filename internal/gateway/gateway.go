@@ -266,14 +266,16 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	// Serve only now: the handlers read g.agents, g.manager and g.settings.
 	api := httpapi.New(g, httpapi.Options{Host: cfg.Gateway.Host, AuthToken: cfg.Gateway.AuthToken.Reveal(), Logger: g.log.With("component", "http"),
 		Metrics: g.metrics})
-	webui.New(webui.Options{AuthToken: cfg.Gateway.AuthToken.Reveal(), Status: g.consoleStatus, Audit: g.auditTail,
-		Chat: consoleChat{g}, Logger: g.log.With("component", "webui")}).Register(api)
+	ui := webui.New(webui.Options{AuthToken: cfg.Gateway.AuthToken.Reveal(), Status: g.consoleStatus, Audit: g.auditTail,
+		Chat: consoleChat{g}, Logger: g.log.With("component", "webui")})
+	ui.Register(api)
 	srv, ln := api.HTTPServer(g.ln, httpapi.ServeOptions{
 		MaxConns:    cfg.Gateway.HTTP.MaxConnections,
 		BaseContext: g.baseCtx,
 		ErrorLog:    slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	})
 	g.srv = srv
+	srv.RegisterOnShutdown(ui.Close) // the console's event streams would hold up the drain
 	go func() {
 		if err := g.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			g.log.Error("http server stopped", "err", err)

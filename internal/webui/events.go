@@ -142,6 +142,8 @@ func (u *UI) events(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-u.done:
+			return
 		case <-changed:
 			changed = u.opts.Audit.Changed() // before reading: a record written during the read is not missed
 			if sendAudit() != nil || sendStatus() != nil {

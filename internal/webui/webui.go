@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/beige-dev/beige/internal/httpapi"
@@ -64,6 +65,9 @@ type UI struct {
 	opts Options
 	log  *slog.Logger
 	fs   fs.FS
+
+	closeOnce sync.Once
+	done      chan struct{} // closed by Close: the event streams end
 }
 
 // New returns the console.
@@ -78,8 +82,15 @@ func New(opts Options) *UI {
 	if err != nil {
 		panic(err) // the embedded tree is fixed at build time
 	}
-	return &UI{opts: opts, log: opts.Logger, fs: sub}
+	return &UI{opts: opts, log: opts.Logger, fs: sub, done: make(chan struct{})}
 }
+
+// Close ends the event streams, which would otherwise run until the
+// browser goes away: the gateway calls it when it stops serving
+// (http.Server.RegisterOnShutdown), so that an open console does not hold
+// up a shutdown or restart for the whole drain timeout. The browser
+// reconnects to the next gateway by itself.
+func (u *UI) Close() { u.closeOnce.Do(func() { close(u.done) }) }
 
 // publicAssets are served without the token: what the login page needs.
 var publicAssets = []string{"login.html", "login.js", "style.css"}

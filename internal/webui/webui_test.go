@@ -42,12 +42,18 @@ func (backend) Sessions(context.Context, string) ([]proto.SessionInfo, error) { 
 // console is a gateway's HTTP API with the console on it, listening on
 // loopback.
 func console(t *testing.T, opts Options) *httptest.Server {
+	srv, _ := consoleUI(t, opts)
+	return srv
+}
+
+func consoleUI(t *testing.T, opts Options) (*httptest.Server, *UI) {
 	t.Helper()
 	api := httpapi.New(backend{}, httpapi.Options{AuthToken: opts.AuthToken})
-	New(opts).Register(api)
+	ui := New(opts)
+	ui.Register(api)
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, ui
 }
 
 var noRedirect = &http.Client{
@@ -409,5 +415,28 @@ func TestFileTailRotation(t *testing.T) {
 	recs, _, _ = tail.Read(cur, 10)
 	if len(recs) != 1 || string(recs[0]) != `{"n":4}` {
 		t.Fatalf("after rotation: %q", recs)
+	}
+}
+
+// TestCloseEndsEventStreams: an open event stream ends when the console is
+// closed (the gateway stops serving), instead of holding up the drain.
+func TestCloseEndsEventStreams(t *testing.T) {
+	srv, ui := consoleUI(t, Options{AuthToken: testToken})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/ui/events", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	ended := make(chan struct{})
+	go func() { io.Copy(io.Discard, res.Body); close(ended) }()
+	ui.Close()
+	select {
+	case <-ended:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the event stream still runs after Close")
 	}
 }
