@@ -307,11 +307,9 @@ fetch(%q, {method: "POST", mode: "no-cors", credentials: "include", body: JSON.s
 	}
 
 	model.Enqueue(
-		llmtest.ToolCall("exec", map[string]any{"command": "echo '<img src=x id=evil1>' first"}),
+		llmtest.ToolCall("exec", map[string]any{"command": "echo first"}),
 		llmtest.ToolCall("exec", map[string]any{"command": "echo second; exit 3"}),
-		// Model output is hostile: none of it may become markup.
-		llmtest.Reply(llmtest.TextBlock("Both commands ran. The second one **failed** with exit code 3. "+
-			`<img src=x id=evil2 onerror="document.title='pwned'"> [click](javascript:document.title='pwned') <script>document.title='pwned'</script>`)),
+		llmtest.Reply(llmtest.TextBlock("Both commands ran. The second one **failed** with exit code 3.")),
 	)
 	b.navigate(g.URL() + "/ui/")
 	b.waitFor("the agent list", `document.getElementById("agent").value === `+strconv.Quote(agent), 10*time.Second)
@@ -325,7 +323,7 @@ fetch(%q, {method: "POST", mode: "no-cors", credentials: "include", body: JSON.s
 	if len(tools) != 2 {
 		t.Fatalf("tool calls on the page: %+v, want 2", tools)
 	}
-	if tools[0].Cmd != "echo '<img src=x id=evil1>' first" || !strings.HasPrefix(tools[0].Status, "exit 0") || !strings.Contains(tools[0].Output, "first") {
+	if tools[0].Cmd != "echo first" || !strings.HasPrefix(tools[0].Status, "exit 0") || !strings.Contains(tools[0].Output, "first") {
 		t.Errorf("first call: %+v", tools[0])
 	}
 	if tools[1].Cmd != "echo second; exit 3" || !strings.HasPrefix(tools[1].Status, "exit 3") || !strings.Contains(tools[1].Output, "second") {
@@ -350,18 +348,6 @@ fetch(%q, {method: "POST", mode: "no-cors", credentials: "include", body: JSON.s
 	if plain := strings.ReplaceAll(want, "**", ""); text != plain {
 		t.Errorf("the page shows %q; the session file has %q", text, want)
 	}
-	var hostile struct {
-		Imgs, Scripts, JSLinks int
-		Title                  string
-	}
-	b.eval(`({Imgs: document.querySelectorAll("#transcript img").length, Scripts: document.querySelectorAll("#transcript script").length,
-		JSLinks: [...document.querySelectorAll("#transcript a")].filter(a => !/^(https?|mailto):/.test(a.href)).length, Title: document.title})`, &hostile)
-	if hostile.Imgs != 0 || hostile.Scripts != 0 || hostile.JSLinks != 0 || hostile.Title == "pwned" {
-		t.Errorf("model or tool output became markup: %+v", hostile)
-	}
-	if !strings.Contains(text, "<img src=x id=evil2") {
-		t.Errorf("the hostile text is not shown as text: %q", text)
-	}
 	b.screenshot("chat-1280")
 	b.mobile()
 	b.screenshot("chat-390")
@@ -371,6 +357,27 @@ fetch(%q, {method: "POST", mode: "no-cors", credentials: "include", body: JSON.s
 		t.Error("the chat overflows a 390-wide viewport sideways")
 	}
 	b.desktop()
+
+	// Model and tool output is hostile: none of it may become markup.
+	model.Enqueue(
+		llmtest.ToolCall("exec", map[string]any{"command": "echo '<img src=x id=evil1 onerror=document.title=1>'"}),
+		llmtest.Reply(llmtest.TextBlock(`<img src=x id=evil2 onerror="document.title='pwned'"> [click](javascript:document.title='pwned') <script>document.title='pwned'</script>`)),
+	)
+	b.eval(`(document.getElementById("message").value = "again", document.getElementById("send").click(), 1)`, nil)
+	b.waitFor("the second answer", `document.querySelectorAll(".msg.assistant.done").length === 2`, 60*time.Second)
+	var hostile struct {
+		Imgs, Scripts, JSLinks int
+		Title                  string
+	}
+	b.eval(`({Imgs: document.querySelectorAll("#transcript img").length, Scripts: document.querySelectorAll("#transcript script").length,
+		JSLinks: [...document.querySelectorAll("#transcript a")].filter(a => !/^(https?|mailto):/.test(a.href)).length, Title: document.title})`, &hostile)
+	if hostile.Imgs != 0 || hostile.Scripts != 0 || hostile.JSLinks != 0 || hostile.Title == "pwned" {
+		t.Errorf("model or tool output became markup: %+v", hostile)
+	}
+	b.eval(`[...document.querySelectorAll(".msg.assistant .text")].at(-1).textContent`, &text)
+	if !strings.Contains(text, "<img src=x id=evil2") {
+		t.Errorf("the hostile text is not shown as text: %q", text)
+	}
 }
 
 // sessionAnswer returns the text of the last assistant message in the
