@@ -106,6 +106,68 @@ func (c consoleChat) NewSession(ctx context.Context, agentName, sessionKey strin
 	return c.g.manager.NewSession(ctx, agentName, sessionKey)
 }
 
+// History implements webui.Chat: the session file's messages as the
+// events of a prompt.
+func (c consoleChat) History(ctx context.Context, agentName, sessionKey string) ([]webui.ChatEvent, error) {
+	if _, ok := c.g.agents[agentName]; !ok {
+		return nil, proto.Errorf(http.StatusNotFound, "unknown agent %q", agentName)
+	}
+	msgs, err := c.g.manager.History(ctx, agentName, sessionKey)
+	if err != nil {
+		return nil, err
+	}
+	return historyEvents(msgs), nil
+}
+
+// historyEvents turns messages into the console's chat events.
+func historyEvents(msgs []llm.Message) []webui.ChatEvent {
+	var out []webui.ChatEvent
+	for _, m := range msgs {
+		switch {
+		case m.User != nil:
+			var b strings.Builder
+			for _, ct := range m.User.Content {
+				if ct.Type == llm.ContentText {
+					b.WriteString(ct.Text)
+				}
+			}
+			out = append(out, webui.ChatEvent{Type: "user", Text: b.String()})
+		case m.Assistant != nil:
+			for _, ct := range m.Assistant.Content {
+				switch ct.Type {
+				case llm.ContentText:
+					out = append(out, webui.ChatEvent{Type: "text_delta", Delta: ct.Text})
+				case llm.ContentThinking:
+					if !ct.Redacted {
+						out = append(out, webui.ChatEvent{Type: "thinking_delta", Delta: ct.Thinking})
+					}
+				case llm.ContentToolCall:
+					args := ct.Arguments
+					if !json.Valid(args) {
+						args = nil
+					}
+					out = append(out, webui.ChatEvent{Type: "tool_start", ID: ct.ID, Tool: ct.Name, Args: args})
+				}
+			}
+			if m.Assistant.ErrorMessage != "" {
+				out = append(out, webui.ChatEvent{Type: "error", Error: m.Assistant.ErrorMessage})
+			}
+		case m.ToolResult != nil:
+			ev := webui.ChatEvent{Type: "tool_end", ID: m.ToolResult.ToolCallID, Tool: m.ToolResult.ToolName, IsError: m.ToolResult.IsError}
+			var b strings.Builder
+			for _, ct := range m.ToolResult.Content {
+				if ct.Type == llm.ContentText {
+					b.WriteString(ct.Text)
+				}
+			}
+			ev.Output = b.String()
+			ev.ExitCode = execExitCode(ev.Tool, ev.Output)
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
 // consoleStatus is the console's Agents and health view.
 func (g *Gateway) consoleStatus(ctx context.Context) webui.Status {
 	st := webui.Status{Health: g.Health(ctx)}

@@ -312,7 +312,7 @@ fetch(%q, {method: "POST", mode: "no-cors", credentials: "include", body: JSON.s
 		llmtest.Reply(llmtest.TextBlock("Both commands ran. The second one **failed** with exit code 3.")),
 	)
 	b.navigate(g.URL() + "/ui/")
-	b.waitFor("the agent list", `document.getElementById("agent").value === `+strconv.Quote(agent), 10*time.Second)
+	b.waitFor("the agent list", `document.body.dataset.ready && document.getElementById("agent").value === `+strconv.Quote(agent), 10*time.Second)
 	b.eval(`(document.getElementById("message").value = "run two commands", document.getElementById("send").click(), 1)`, nil)
 	b.waitFor("the answer", `document.querySelector(".msg.assistant.done")`, 60*time.Second)
 
@@ -347,6 +347,21 @@ fetch(%q, {method: "POST", mode: "no-cors", credentials: "include", body: JSON.s
 	want := sessionAnswer(t, g.home.SessionsDir(), "ui:"+agent+":default")
 	if plain := strings.ReplaceAll(want, "**", ""); text != plain {
 		t.Errorf("the page shows %q; the session file has %q", text, want)
+	}
+	// A reload resumes the session from its file: the same calls and answer.
+	b.navigate(g.URL() + "/ui/")
+	b.waitFor("the session's history", `document.querySelectorAll(".msg.assistant.done details.tool").length === 2`, 10*time.Second)
+	var resumed struct {
+		Statuses []string
+		Text     string
+		User     string
+	}
+	b.eval(`({Statuses: [...document.querySelectorAll("details.tool .tool-status")].map(s => s.textContent),
+		Text: [...document.querySelectorAll(".msg.assistant .text")].at(-1).textContent,
+		User: document.querySelector(".msg.user").textContent})`, &resumed)
+	if len(resumed.Statuses) != 2 || resumed.Statuses[0] != "exit 0" || resumed.Statuses[1] != "exit 3" ||
+		resumed.Text != strings.ReplaceAll(want, "**", "") || resumed.User != "run two commands" {
+		t.Errorf("after a reload the page shows %+v", resumed)
 	}
 	b.screenshot("chat-1280")
 	b.mobile()

@@ -20,11 +20,15 @@ type Chat interface {
 	Abort(agent, sessionKey string) bool
 	// NewSession starts the session afresh (/new).
 	NewSession(ctx context.Context, agent, sessionKey string) error
+	// History is the session so far, as the events a prompt would have
+	// streamed, each user message a "user" event (resume).
+	History(ctx context.Context, agent, sessionKey string) ([]ChatEvent, error)
 }
 
 // ChatEvent is one line of the chat stream (application/x-ndjson).
 type ChatEvent struct {
-	// Type is text_delta, thinking_delta, tool_start, tool_end, done or error.
+	// Type is text_delta, thinking_delta, tool_start, tool_end, done or
+	// error; in a history also user (Text is the user's message).
 	Type  string `json:"type"`
 	Delta string `json:"delta,omitempty"`
 	// ID, Tool and Args name a tool call (tool_start, tool_end).
@@ -115,4 +119,23 @@ func (u *UI) newSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	httpapi.WriteJSON(w, http.StatusOK, map[string]string{"sessionKey": req.SessionKey})
+}
+
+// history returns the session's history: {"events": [...]}.
+func (u *UI) history(w http.ResponseWriter, r *http.Request) {
+	req, ok := u.chatRequest(w, r)
+	if !ok {
+		return
+	}
+	evs, err := u.opts.Chat.History(r.Context(), r.PathValue("name"), req.SessionKey)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if evs == nil {
+		evs = []ChatEvent{}
+	}
+	httpapi.WriteJSON(w, http.StatusOK, struct {
+		Events []ChatEvent `json:"events"`
+	}{evs})
 }

@@ -112,6 +112,7 @@ func (u *UI) Register(r Router) {
 	r.Handle("POST /ui/api/agents/{name}/prompt", u.prompt)
 	r.Handle("POST /ui/api/agents/{name}/abort", u.abort)
 	r.Handle("POST /ui/api/agents/{name}/new", u.newSession)
+	r.Handle("POST /ui/api/agents/{name}/history", u.history)
 }
 
 // headers sets what every console response carries.

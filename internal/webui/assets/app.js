@@ -62,6 +62,7 @@ async function loadAgents() {
 $("agent").addEventListener("change", () => selectAgent($("agent").value));
 
 async function selectAgent(name) {
+  delete document.body.dataset.ready;
   state.agent = name;
   setSession(sessionKeyFor(name));
   const models = $("model");
@@ -70,7 +71,36 @@ async function selectAgent(name) {
     const { models: ms } = await getJSON(`/api/agents/${encodeURIComponent(name)}/models`);
     for (const m of ms) models.append(new Option(`${m.provider}/${m.id}`, JSON.stringify([m.provider, m.id])));
   } catch (e) { note(`models: ${e.message}`); }
+  await loadHistory();
   await loadSessions();
+  document.body.dataset.ready = "1"; // the session shown: the page takes messages
+}
+
+// loadHistory shows the session so far, replayed as the events of its
+// prompts.
+async function loadHistory() {
+  const key = state.session;
+  let events;
+  try {
+    ({ events } = await (await postJSON(`/ui/api/agents/${encodeURIComponent(state.agent)}/history`, { sessionKey: key })).json());
+  } catch (e) { note(`history: ${e.message}`, true); return; }
+  if (key !== state.session || state.running) return; // another session was chosen, or a prompt began, meanwhile
+  const t = $("transcript");
+  t.replaceChildren();
+  let turn = null;
+  for (const ev of events) {
+    if (ev.type === "user") {
+      if (turn) turn.finish(true);
+      t.append(el("div", "msg user", ev.text));
+      const box = el("div", "msg assistant");
+      t.append(box);
+      turn = new Turn(box);
+      continue;
+    }
+    if (!turn) { const box = el("div", "msg assistant"); t.append(box); turn = new Turn(box); }
+    turn.event(ev);
+  }
+  if (turn) turn.finish(true);
 }
 $("model").addEventListener("change", async () => {
   const [provider, modelId] = JSON.parse($("model").value);
@@ -89,7 +119,7 @@ async function loadSessions() {
       const li = el("li");
       const b = el("button", "link", s.id);
       b.title = `updated ${s.updatedAt}`;
-      b.addEventListener("click", () => { setSession(s.id); note(`resumed ${s.id}`); });
+      b.addEventListener("click", async () => { setSession(s.id); await loadHistory(); note(`resumed ${s.id}`); });
       li.append(b);
       list.append(li);
     }
@@ -132,7 +162,7 @@ async function abort() {
 
 async function send() {
   const text = $("message").value.trim();
-  if (!text || state.running) return;
+  if (!text || state.running || !document.body.dataset.ready) return;
   $("message").value = "";
   if (text === "/new") return newSession();
   const t = $("transcript");
@@ -228,7 +258,13 @@ class Turn {
     }
     this.box.scrollIntoView({ block: "end" });
   }
-  finish() { for (const d of this.tools.values()) d.classList.remove("running"); }
+  finish(done = false) {
+    for (const d of this.tools.values()) {
+      if (d.classList.contains("running")) d.querySelector(".tool-status").textContent = "no result";
+      d.classList.remove("running");
+    }
+    if (done) this.box.classList.add("done");
+  }
 }
 
 function toolLabel(ev) {
