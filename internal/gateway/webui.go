@@ -168,6 +168,45 @@ func historyEvents(msgs []llm.Message) []webui.ChatEvent {
 	return out
 }
 
+// thinkingSetting is the session setting that overrides the thinking level
+// of the session's models (the web console's switch).
+const thinkingSetting = "thinkingLevel"
+
+// sessionThinking is the session's thinking level, or "" for the models' own.
+func (g *Gateway) sessionThinking(sessionKey string) llm.ThinkingLevel {
+	v, ok := g.settings.Get(sessionKey, thinkingSetting)
+	if !ok {
+		return ""
+	}
+	s, _ := v.(string)
+	level, err := llm.ParseThinkingLevel(s)
+	if err != nil || s == "" {
+		return ""
+	}
+	return level
+}
+
+// SetThinking implements webui.Chat: "" returns the session to its models'
+// own levels.
+func (c consoleChat) SetThinking(ctx context.Context, agentName, sessionKey, level string) error {
+	if _, ok := c.g.agents[agentName]; !ok {
+		return proto.Errorf(http.StatusNotFound, "unknown agent %q", agentName)
+	}
+	if level == "" {
+		return c.g.settings.Set(sessionKey, thinkingSetting, nil)
+	}
+	l, err := llm.ParseThinkingLevel(level)
+	if err != nil {
+		return proto.Errorf(http.StatusBadRequest, "%v", err)
+	}
+	return c.g.settings.Set(sessionKey, thinkingSetting, string(l))
+}
+
+// Thinking implements webui.Chat.
+func (c consoleChat) Thinking(agentName, sessionKey string) string {
+	return string(c.g.sessionThinking(sessionKey))
+}
+
 // consoleStatus is the console's Agents and health view.
 func (g *Gateway) consoleStatus(ctx context.Context) webui.Status {
 	st := webui.Status{Health: g.Health(ctx)}

@@ -284,7 +284,7 @@ func TestBrowserChat(t *testing.T) {
 	b := newBrowser(t)
 	model := llmtest.NewAnthropic(t)
 	g := startGateway(t, fmt.Sprintf(`scripted: { api: "anthropic-messages", baseUrl: %q, apiKey: "k" }`, model.URL()),
-		map[string]string{"chat": "model: { provider: 'scripted', model: 'test-model' }"}, []string{"chat"})
+		map[string]string{"chat": "model: { provider: 'scripted', model: 'claude-sonnet-4-5' }"}, []string{"chat"})
 	agent := g.agents[0]
 	b.login(g.URL())
 
@@ -313,9 +313,15 @@ fetch(%q, {method: "POST", mode: "no-cors", credentials: "include", body: JSON.s
 	)
 	b.navigate(g.URL() + "/ui/")
 	b.waitFor("the agent list", `document.body.dataset.ready && document.getElementById("agent").value === `+strconv.Quote(agent), 10*time.Second)
+	// The thinking switch: the session's model calls ask for "high".
+	b.eval(`(document.getElementById("thinking").value = "high", document.getElementById("thinking").dispatchEvent(new Event("change")), 1)`, nil)
+	b.waitFor("the thinking switch", `document.getElementById("transcript").textContent.includes("thinking: high")`, 5*time.Second)
 	b.eval(`(document.getElementById("message").value = "run two commands", document.getElementById("send").click(), 1)`, nil)
 	b.waitFor("the answer", `document.querySelector(".msg.assistant.done")`, 60*time.Second)
 
+	if th, _ := model.Request(0).Body["thinking"].(map[string]any); th["budget_tokens"] != float64(16384) {
+		t.Errorf("with thinking high, the model call asked for thinking %v", model.Request(0).Body["thinking"])
+	}
 	var tools []struct{ Name, Cmd, Status, Output string }
 	b.eval(`[...document.querySelectorAll(".msg.assistant details.tool")].map(d => ({
 		Name: d.querySelector(".tool-name").textContent, Cmd: d.querySelector(".tool-cmd").textContent,

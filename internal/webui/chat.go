@@ -23,6 +23,11 @@ type Chat interface {
 	// History is the session so far, as the events a prompt would have
 	// streamed, each user message a "user" event (resume).
 	History(ctx context.Context, agent, sessionKey string) ([]ChatEvent, error)
+	// SetThinking sets the session's thinking level (off, minimal, low,
+	// medium, high, xhigh); "" returns it to the models' own.
+	SetThinking(ctx context.Context, agent, sessionKey, level string) error
+	// Thinking is the session's thinking level; "" for the models' own.
+	Thinking(agent, sessionKey string) string
 }
 
 // ChatEvent is one line of the chat stream (application/x-ndjson).
@@ -50,6 +55,8 @@ type ChatEvent struct {
 type ChatRequest struct {
 	Message    string `json:"message,omitempty"`
 	SessionKey string `json:"sessionKey"`
+	// Level is the thinking level (POST …/thinking).
+	Level *string `json:"level,omitempty"`
 }
 
 func (u *UI) chatRequest(w http.ResponseWriter, r *http.Request) (ChatRequest, bool) {
@@ -136,6 +143,24 @@ func (u *UI) history(w http.ResponseWriter, r *http.Request) {
 		evs = []ChatEvent{}
 	}
 	httpapi.WriteJSON(w, http.StatusOK, struct {
-		Events []ChatEvent `json:"events"`
-	}{evs})
+		Events        []ChatEvent `json:"events"`
+		ThinkingLevel string      `json:"thinkingLevel"`
+	}{evs, u.opts.Chat.Thinking(r.PathValue("name"), req.SessionKey)})
+}
+
+// thinking sets the session's thinking level.
+func (u *UI) thinking(w http.ResponseWriter, r *http.Request) {
+	req, ok := u.chatRequest(w, r)
+	if !ok {
+		return
+	}
+	if req.Level == nil {
+		httpapi.WriteError(w, http.StatusBadRequest, `missing "level" ("" for the models' own)`)
+		return
+	}
+	if err := u.opts.Chat.SetThinking(r.Context(), r.PathValue("name"), req.SessionKey, *req.Level); err != nil {
+		writeErr(w, err)
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, map[string]string{"sessionKey": req.SessionKey, "level": *req.Level})
 }

@@ -113,6 +113,7 @@ func (u *UI) Register(r Router) {
 	r.Handle("POST /ui/api/agents/{name}/abort", u.abort)
 	r.Handle("POST /ui/api/agents/{name}/new", u.newSession)
 	r.Handle("POST /ui/api/agents/{name}/history", u.history)
+	r.Handle("POST /ui/api/agents/{name}/thinking", u.thinking)
 }
 
 // headers sets what every console response carries.

@@ -82,7 +82,9 @@ async function loadHistory() {
   const key = state.session;
   let events;
   try {
-    ({ events } = await (await postJSON(`/ui/api/agents/${encodeURIComponent(state.agent)}/history`, { sessionKey: key })).json());
+    let thinkingLevel;
+    ({ events, thinkingLevel } = await (await postJSON(`/ui/api/agents/${encodeURIComponent(state.agent)}/history`, { sessionKey: key })).json());
+    $("thinking").value = thinkingLevel || "";
   } catch (e) { note(`history: ${e.message}`, true); return; }
   if (key !== state.session || state.running) return; // another session was chosen, or a prompt began, meanwhile
   const t = $("transcript");
@@ -108,6 +110,14 @@ $("model").addEventListener("change", async () => {
     await postJSON(`/api/agents/${encodeURIComponent(state.agent)}/sessions/${encodeURIComponent(state.session)}/model`, { provider, modelId }, "PATCH");
     note(`model: ${provider}/${modelId}`);
   } catch (e) { note(`model switch failed: ${e.message}`, true); }
+});
+
+$("thinking").addEventListener("change", async () => {
+  const level = $("thinking").value;
+  try {
+    await postJSON(`/ui/api/agents/${encodeURIComponent(state.agent)}/thinking`, { sessionKey: state.session, level });
+    note(`thinking: ${level || "the model's own"}`);
+  } catch (e) { note(`thinking switch failed: ${e.message}`, true); }
 });
 
 async function loadSessions() {
