@@ -308,7 +308,7 @@ fetch(%q, {method: "POST", mode: "no-cors", credentials: "include", body: JSON.s
 
 	model.Enqueue(
 		llmtest.ToolCall("exec", map[string]any{"command": "echo first"}),
-		llmtest.ToolCall("exec", map[string]any{"command": "echo second; exit 3"}),
+		llmtest.ToolCall("exec", map[string]any{"command": "sleep 1; echo second; exit 3"}),
 		llmtest.Reply(llmtest.TextBlock("Both commands ran. The second one **failed** with exit code 3.")),
 	)
 	b.navigate(g.URL() + "/ui/")
@@ -317,6 +317,8 @@ fetch(%q, {method: "POST", mode: "no-cors", credentials: "include", body: JSON.s
 	b.eval(`(document.getElementById("thinking").value = "high", document.getElementById("thinking").dispatchEvent(new Event("change")), 1)`, nil)
 	b.waitFor("the thinking switch", `document.getElementById("transcript").textContent.includes("thinking: high")`, 5*time.Second)
 	b.eval(`(document.getElementById("message").value = "run two commands", document.getElementById("send").click(), 1)`, nil)
+	// A call shows as soon as it starts, before it ends.
+	b.waitFor("the second call running", `[...document.querySelectorAll("details.tool.running .tool-cmd")].some(c => c.textContent.startsWith("sleep 1"))`, 30*time.Second)
 	b.waitFor("the answer", `document.querySelector(".msg.assistant.done")`, 60*time.Second)
 
 	if th, _ := model.Request(0).Body["thinking"].(map[string]any); th["budget_tokens"] != float64(16384) {
@@ -332,7 +334,7 @@ fetch(%q, {method: "POST", mode: "no-cors", credentials: "include", body: JSON.s
 	if tools[0].Cmd != "echo first" || !strings.HasPrefix(tools[0].Status, "exit 0") || !strings.Contains(tools[0].Output, "first") {
 		t.Errorf("first call: %+v", tools[0])
 	}
-	if tools[1].Cmd != "echo second; exit 3" || !strings.HasPrefix(tools[1].Status, "exit 3") || !strings.Contains(tools[1].Output, "second") {
+	if tools[1].Cmd != "sleep 1; echo second; exit 3" || !strings.HasPrefix(tools[1].Status, "exit 3") || !strings.Contains(tools[1].Output, "second") {
 		t.Errorf("second call: %+v", tools[1])
 	}
 	if !regexp.MustCompile(`^exit \d+ · \d+ ms$`).MatchString(tools[0].Status) {
@@ -354,6 +356,7 @@ fetch(%q, {method: "POST", mode: "no-cors", credentials: "include", body: JSON.s
 	if plain := strings.ReplaceAll(want, "**", ""); text != plain {
 		t.Errorf("the page shows %q; the session file has %q", text, want)
 	}
+	b.screenshot("chat-1280")
 	// A reload resumes the session from its file: the same calls and answer.
 	b.navigate(g.URL() + "/ui/")
 	b.waitFor("the session's history", `document.querySelectorAll(".msg.assistant.done details.tool").length === 2`, 10*time.Second)
@@ -369,7 +372,7 @@ fetch(%q, {method: "POST", mode: "no-cors", credentials: "include", body: JSON.s
 		resumed.Text != strings.ReplaceAll(want, "**", "") || resumed.User != "run two commands" {
 		t.Errorf("after a reload the page shows %+v", resumed)
 	}
-	b.screenshot("chat-1280")
+	b.screenshot("chat-resumed-1280")
 	b.mobile()
 	b.screenshot("chat-390")
 	var overflow bool
@@ -379,13 +382,30 @@ fetch(%q, {method: "POST", mode: "no-cors", credentials: "include", body: JSON.s
 	}
 	b.desktop()
 
+	// Abort ends a prompt the model never answers; /new starts afresh.
+	model.Enqueue(llmtest.Hang())
+	b.eval(`(document.getElementById("message").value = "hang", document.getElementById("send").click(), 1)`, nil)
+	b.waitFor("the abort button", `!document.getElementById("abort").disabled`, 10*time.Second)
+	time.Sleep(200 * time.Millisecond)
+	b.eval(`(document.getElementById("abort").click(), 1)`, nil)
+	b.waitFor("the aborted prompt", `[...document.querySelectorAll(".msg.assistant .note.error")].some(n => n.textContent === "aborted") && !document.getElementById("send").disabled`, 10*time.Second)
+	b.eval(`(document.getElementById("message").value = "/new", document.getElementById("send").click(), 1)`, nil)
+	b.waitFor("the new session", `document.getElementById("transcript").textContent.includes("new session")`, 10*time.Second)
+	b.navigate(g.URL() + "/ui/")
+	b.waitFor("the page", `document.body.dataset.ready`, 10*time.Second)
+	var n int
+	b.eval(`document.querySelectorAll("#transcript .msg").length`, &n)
+	if n != 0 {
+		t.Errorf("after /new the session still shows %d messages", n)
+	}
+
 	// Model and tool output is hostile: none of it may become markup.
 	model.Enqueue(
 		llmtest.ToolCall("exec", map[string]any{"command": "echo '<img src=x id=evil1 onerror=document.title=1>'"}),
 		llmtest.Reply(llmtest.TextBlock(`<img src=x id=evil2 onerror="document.title='pwned'"> [click](javascript:document.title='pwned') <script>document.title='pwned'</script>`)),
 	)
 	b.eval(`(document.getElementById("message").value = "again", document.getElementById("send").click(), 1)`, nil)
-	b.waitFor("the second answer", `document.querySelectorAll(".msg.assistant.done").length === 2`, 60*time.Second)
+	b.waitFor("the second answer", `document.querySelectorAll(".msg.assistant.done").length === 1`, 60*time.Second)
 	var hostile struct {
 		Imgs, Scripts, JSLinks int
 		Title                  string
