@@ -33,6 +33,7 @@ func TestConsoleCookieIsTheToken(t *testing.T) {
 		{"public route without a token", "GET", "/ui/login", nil, http.StatusOK},
 		{"public route is exact", "GET", "/ui/login/x", nil, http.StatusUnauthorized},
 		{"public route only for its method", "POST", "/ui/login", nil, http.StatusUnauthorized},
+		{"public route escaped", "GET", "/ui%2Flogin", nil, http.StatusUnauthorized},
 		{"public route keeps the browser guard", "GET", "/ui/login", map[string]string{"Origin": "http://evil.example"}, http.StatusForbidden},
 		{"page without a token goes to its login", "GET", "/ui/", nil, http.StatusSeeOther},
 		{"page with the cookie", "GET", "/ui/", map[string]string{"Cookie": good}, http.StatusOK},

@@ -113,6 +113,13 @@ func (s *Server) handleMetrics() {
 	}
 }
 
+// isPublic reports whether r is for a public route: its exact method and
+// path, written without escapes (so that the mux, which routes on the
+// escaped path, cannot see another route than the one checked here).
+func (s *Server) isPublic(r *http.Request) bool {
+	return r.URL.RawPath == "" && s.public[r.Method+" "+r.URL.Path]
+}
+
 // RedirectToLogin sends a GET of path without the token to the login page
 // instead of answering 401 (for a page a person opens in a browser).
 func (s *Server) RedirectToLogin(path, login string) {
@@ -156,7 +163,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusForbidden, "cross-site requests are refused (browsers may only call the API from the gateway's own origin)")
 		return
 	}
-	if s.opts.AuthToken != "" && !s.public[r.Method+" "+r.URL.Path] && !s.authorized(r) {
+	if s.opts.AuthToken != "" && !s.isPublic(r) && !s.authorized(r) {
 		if to, ok := s.login[r.URL.Path]; ok && r.Method == http.MethodGet {
 			http.Redirect(w, r, to, http.StatusSeeOther) // the page is not served: its login is
 			return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/beige-dev/beige/internal/httpapi"
 )
@@ -94,6 +95,9 @@ func (u *UI) prompt(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/x-ndjson")
 			w.WriteHeader(http.StatusOK)
 		}
+		// The events come on the prompt's goroutine: a client that stops
+		// reading must not hold the prompt (and its session) for long.
+		_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
 		if writeJSONLine(w, ev) == nil {
 			_ = rc.Flush()
 		}
