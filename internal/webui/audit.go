@@ -102,11 +102,14 @@ func (t *FileTail) Read(cur Cursor, max int) ([]json.RawMessage, Cursor, error) 
 	end := bytes.LastIndexByte(buf, '\n') + 1 // only complete lines
 	var recs []json.RawMessage
 	for line := range bytes.Lines(buf[:end]) {
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 || !json.Valid(line) {
+		// Compacted, a record has no whitespace outside its strings, and
+		// JSON escapes CR and LF inside them: it is one line in any framing
+		// (an EventSource ends a line at a lone CR too).
+		var rec bytes.Buffer
+		if json.Compact(&rec, line) != nil || rec.Len() == 0 {
 			continue
 		}
-		recs = append(recs, json.RawMessage(line))
+		recs = append(recs, json.RawMessage(rec.Bytes()))
 	}
 	if len(recs) > max {
 		recs = recs[len(recs)-max:]
