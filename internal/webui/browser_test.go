@@ -203,6 +203,17 @@ func (b *browser) screenshot(name string) {
 	b.t.Logf("screenshot %s (%d KB)", p, len(png)>>10)
 }
 
+// noOverflow fails when the page is wider than the viewport (a phone
+// would scroll it sideways).
+func (b *browser) noOverflow(what string) {
+	b.t.Helper()
+	var w struct{ Page, View int }
+	b.eval(`({Page: document.documentElement.scrollWidth, View: window.innerWidth})`, &w)
+	if w.Page > w.View+1 {
+		b.t.Errorf("%s is %d px wide in a %d px viewport", what, w.Page, w.View)
+	}
+}
+
 // mobile switches to a 390-wide phone viewport; desktop back to 1280×800.
 func (b *browser) mobile()  { b.do(chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile)) }
 func (b *browser) desktop() { b.do(chromedp.EmulateViewport(1280, 800)) }
@@ -375,11 +386,7 @@ fetch(%q, {method: "POST", mode: "no-cors", credentials: "include", body: JSON.s
 	b.screenshot("chat-resumed-1280")
 	b.mobile()
 	b.screenshot("chat-390")
-	var overflow bool
-	b.eval(`document.documentElement.scrollWidth > window.innerWidth + 1`, &overflow)
-	if overflow {
-		t.Error("the chat overflows a 390-wide viewport sideways")
-	}
+	b.noOverflow("the chat")
 	b.desktop()
 
 	// Abort ends a prompt the model never answers; /new starts afresh.
@@ -517,6 +524,7 @@ func TestBrowserActivityAndHealth(t *testing.T) {
 	b.screenshot("activity-1280")
 	b.mobile()
 	b.screenshot("activity-390")
+	b.noOverflow("Activity")
 	b.desktop()
 
 	// A scripted 429 puts pa/model-a in a cooldown.
@@ -537,6 +545,7 @@ func TestBrowserActivityAndHealth(t *testing.T) {
 	b.screenshot("health-1280")
 	b.mobile()
 	b.screenshot("health-390")
+	b.noOverflow("Health")
 
 	// The open console (its event stream) does not hold up a shutdown
 	// for the drain timeout (10 s).
