@@ -2,6 +2,7 @@ package webui
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -89,8 +90,7 @@ func (u *UI) events(w http.ResponseWriter, r *http.Request) {
 		if u.opts.Status == nil {
 			return nil
 		}
-		st := u.opts.Status(ctx)
-		b, err := json.Marshal(st)
+		b, err := u.statusSnapshot(ctx)
 		if err != nil || bytes.Equal(b, lastStatus) {
 			return err
 		}
@@ -162,4 +162,20 @@ func (u *UI) events(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+}
+
+// statusSnapshot returns the health snapshot as JSON, taking a new one when
+// the last is older than half of StatusEvery.
+func (u *UI) statusSnapshot(ctx context.Context) ([]byte, error) {
+	u.statusMu.Lock()
+	defer u.statusMu.Unlock()
+	if u.statusJSON != nil && time.Since(u.statusAt) < u.opts.StatusEvery/2 {
+		return u.statusJSON, nil
+	}
+	b, err := json.Marshal(u.opts.Status(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("encode the health snapshot: %w", err)
+	}
+	u.statusJSON, u.statusAt = b, time.Now()
+	return b, nil
 }

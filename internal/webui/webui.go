@@ -68,6 +68,13 @@ type UI struct {
 
 	closeOnce sync.Once
 	done      chan struct{} // closed by Close: the event streams end
+
+	// The last health snapshot, shared by the event streams: taking one
+	// pings the sandbox engine, so it is taken at most about once per
+	// StatusEvery however many consoles are open.
+	statusMu   sync.Mutex
+	statusAt   time.Time
+	statusJSON []byte
 }
 
 // New returns the console.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -438,5 +439,42 @@ func TestCloseEndsEventStreams(t *testing.T) {
 	case <-ended:
 	case <-time.After(2 * time.Second):
 		t.Fatal("the event stream still runs after Close")
+	}
+}
+
+// TestStatusSharedByStreams: however many consoles are open, the health
+// snapshot (which pings the sandbox engine) is taken about once per
+// interval, not once per console.
+func TestStatusSharedByStreams(t *testing.T) {
+	var mu sync.Mutex
+	calls := 0
+	srv := console(t, Options{AuthToken: testToken, StatusEvery: 200 * time.Millisecond, Status: func(context.Context) Status {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		return Status{Health: proto.Health{Status: "ok"}}
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	for range 8 {
+		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/ui/events", nil)
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); io.Copy(io.Discard, res.Body); res.Body.Close() }()
+	}
+	time.Sleep(2 * time.Second)
+	cancel()
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	// 2 s at one per 100-200 ms is at most about 20; 8 streams each taking
+	// their own would be about 80.
+	if calls > 25 {
+		t.Errorf("%d health snapshots in 2 s for 8 consoles", calls)
 	}
 }
