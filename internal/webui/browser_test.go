@@ -409,10 +409,18 @@ fetch(%q, {method: "POST", mode: "no-cors", credentials: "include", body: JSON.s
 	// Model and tool output is hostile: none of it may become markup.
 	model.Enqueue(
 		llmtest.ToolCall("exec", map[string]any{"command": "echo '<img src=x id=evil1 onerror=document.title=1>'"}),
-		llmtest.Reply(llmtest.TextBlock(`<img src=x id=evil2 onerror="document.title='pwned'"> [click](javascript:document.title='pwned') <script>document.title='pwned'</script>`)),
+		llmtest.Reply(llmtest.TextBlock(`<img src=x id=evil2 onerror="document.title='pwned'"> [click](javascript:document.title='pwned') <script>document.title='pwned'</script>`+
+			"\n\n"+strings.Repeat("[", 30000)+strings.Repeat("`", 30000)+strings.Repeat("_a", 10000))),
 	)
+	sent := time.Now()
 	b.eval(`(document.getElementById("message").value = "again", document.getElementById("send").click(), 1)`, nil)
 	b.waitFor("the second answer", `document.querySelectorAll(".msg.assistant.done").length === 1`, 60*time.Second)
+	// Markup built to make a regular expression backtrack does not hang
+	// the page.
+	t.Logf("the hostile answer rendered in %v", time.Since(sent))
+	if d := time.Since(sent); d > 15*time.Second {
+		t.Errorf("the hostile answer took %v to render", d)
+	}
 	var hostile struct {
 		Imgs, Scripts, JSLinks int
 		Title                  string

@@ -217,7 +217,15 @@ async function readNDJSON(res, onEvent) {
 // Turn renders one answer: text blocks re-rendered as Markdown as they
 // stream, tool calls as collapsible blocks.
 class Turn {
-  constructor(box) { this.box = box; this.text = ""; this.block = null; this.tools = new Map(); }
+  constructor(box) { this.box = box; this.text = ""; this.block = null; this.tools = new Map(); this.dirty = new Set(); this.frame = 0; }
+  // render draws the text blocks that changed, at most once a frame: a
+  // long answer streams in many deltas.
+  render() {
+    if (this.frame) cancelAnimationFrame(this.frame);
+    this.frame = 0;
+    for (const b of this.dirty) b.replaceChildren(renderMarkdown(b.mdText));
+    this.dirty.clear();
+  }
   textBlock() {
     if (!this.block) { this.block = el("div", "text"); this.box.append(this.block); this.text = ""; }
     return this.block;
@@ -227,7 +235,9 @@ class Turn {
       case "text_delta":
         this.textBlock();
         this.text += ev.delta;
-        this.block.replaceChildren(renderMarkdown(this.text));
+        this.block.mdText = this.text;
+        this.dirty.add(this.block);
+        if (!this.frame) this.frame = requestAnimationFrame(() => this.render());
         break;
       case "thinking_delta": {
         if (!this.thinking) { this.thinking = el("details", "thinking"); this.thinking.append(el("summary", "", "thinking")); this.thinkText = el("pre"); this.thinking.append(this.thinkText); this.box.insertBefore(this.thinking, this.block); }
@@ -259,6 +269,7 @@ class Turn {
         break;
       }
       case "done":
+        this.render();
         if (ev.text && !this.text) { this.textBlock(); this.text = ev.text; this.block.replaceChildren(renderMarkdown(ev.text)); }
         this.box.classList.add("done");
         break;
@@ -269,6 +280,7 @@ class Turn {
     this.box.scrollIntoView({ block: "end" });
   }
   finish(done = false) {
+    this.render();
     for (const d of this.tools.values()) {
       if (d.classList.contains("running")) d.querySelector(".tool-status").textContent = "no result";
       d.classList.remove("running");

@@ -67,8 +67,11 @@ export function renderMarkdown(src) {
 
 function el(tag) { return document.createElement(tag); }
 
-// The inline rules, tried at each position in this order.
-const INLINE = /(`+)([\s\S]*?[^`])\1(?!`)|\*\*([\s\S]+?)\*\*|__([\s\S]+?)__|\*([^*\s][^*]*?)\*|_([^_\s][^_]*?)_|\[([^\]]+)\]\(([^)\s]+)\)/;
+// The inline rules, tried at each position in this order. Every repeat is
+// bounded and no span crosses a line: the text is hostile, and an
+// unbounded lazy span with no closer ("[[[[…", "````…") makes a regular
+// expression take time quadratic (or worse) in the text's length.
+const INLINE = /(`{1,3})([^`\n]{1,2000}?)\1(?!`)|\*\*([^\n]{1,1000}?)\*\*|__([^\n]{1,1000}?)__|\*([^*\s][^*\n]{0,1000}?)\*|_([^_\s][^_\n]{0,1000}?)_|\[([^\]\n]{1,500})\]\(([^)\s]{1,2000})\)/;
 
 function inline(parent, text) {
   let rest = text;
