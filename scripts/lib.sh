@@ -63,6 +63,16 @@ ensure_tmux() {
 	fi
 }
 
+# ensure_chromium installs Debian's chromium, in which the web console's
+# browser tests (chromedp) drive the page; they skip without it, so a failed
+# install only logs.
+ensure_chromium() {
+	if ! command -v chromium >/dev/null 2>&1; then
+		log "installing chromium (for the web console's browser tests)"
+		apt_install chromium || log "chromium not installed: the console's browser tests will skip"
+	fi
+}
+
 # ensure_promtool installs promtool (Debian's prometheus package), with
 # which the metrics tests check the /metrics exposition.
 ensure_promtool() {

@@ -41,6 +41,11 @@ var rules = []rule{
 		why:    "the HTTP API is the server's edge: it sees the gateway through its Backend interface and the wire types only",
 	},
 	{
+		pkgs:   []string{"internal/webui/..."},
+		forbid: []string{"internal/agent/...", "internal/gateway/...", "internal/sandbox/...", "internal/tui/...", "internal/client/...", "github.com/moby/...", "github.com/chromedp/..."},
+		why:    "the web console sees the gateway through its Chat, Status and AuditReader and the wire types only; chromedp is for its tests",
+	},
+	{
 		pkgs:   []string{"internal/gateway/...", "internal/httpapi/...", "cmd/beige-sandbox/..."},
 		forbid: []string{"internal/tui/...", "internal/client/...", "charm.land/..."},
 		why:    "the gateway does not link the terminal client or its UI libraries",

@@ -40,6 +40,7 @@ import (
 	"github.com/beige-dev/beige/internal/sandbox/docker"
 	"github.com/beige-dev/beige/internal/settings"
 	"github.com/beige-dev/beige/internal/tools"
+	"github.com/beige-dev/beige/internal/webui"
 )
 
 // Options configures a gateway. Zero fields mean the defaults.
@@ -104,6 +105,8 @@ type Gateway struct {
 	router    *routing.Router
 	manager   *agent.Manager
 	settings  *settings.Store
+	// auditTail is the web console's view of the audit log.
+	auditTail *webui.FileTail
 
 	caOnce sync.Once
 	ca     *egress.CA // the egress proxy's CA, loaded on first need
@@ -192,11 +195,13 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	if auditSize == 0 {
 		auditSize = cfg.Gateway.Log.MaxSizeBytes
 	}
+	g.auditTail = webui.NewFileTail(g.home.AuditLog())
 	g.audit, err = audit.Open(g.home.AuditLog(), &audit.Options{MaxSizeBytes: auditSize, MaxFiles: cfg.Gateway.Audit.MaxFiles,
 		Logger: g.log.With("component", "audit"), OnWriteError: home.ReleaseOnFull, Redactor: auditRedactor(red), HeadPath: g.home.AuditHead(),
 		Unchained: g.opts.auditUnchained,
 		OnRecord: func(seq int64) {
 			g.metrics.AuditRecord()
+			g.auditTail.Notify()
 			if seq > 0 {
 				g.metrics.AuditHead(seq)
 			}
@@ -276,12 +281,16 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	// Serve only now: the handlers read g.agents, g.manager and g.settings.
 	api := httpapi.New(g, httpapi.Options{Host: cfg.Gateway.Host, AuthToken: cfg.Gateway.AuthToken.Reveal(), Logger: g.log.With("component", "http"),
 		Metrics: g.metrics})
+	ui := webui.New(webui.Options{AuthToken: cfg.Gateway.AuthToken.Reveal(), Status: g.consoleStatus, Audit: g.auditTail,
+		Chat: consoleChat{g}, Logger: g.log.With("component", "webui")})
+	ui.Register(api)
 	srv, ln := api.HTTPServer(g.ln, httpapi.ServeOptions{
 		MaxConns:    cfg.Gateway.HTTP.MaxConnections,
 		BaseContext: g.baseCtx,
 		ErrorLog:    slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	})
 	g.srv = srv
+	srv.RegisterOnShutdown(ui.Close) // the console's event streams would hold up the drain
 	go func() {
 		if err := g.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			g.log.Error("http server stopped", "err", err)

@@ -128,6 +128,11 @@ func (m *routedModel) Stream(ctx context.Context, c llm.Context, emit func(llm.E
 	if pinned := m.g.pinnedModel(m.agent, session.SessionKey); pinned != nil {
 		cands = []routing.Candidate{m.g.candidate(*pinned)} // the user chose it: no fallback
 	}
+	if level := m.g.sessionThinking(session.SessionKey); level != "" { // the session's choice (web console)
+		for i := range cands {
+			cands[i].Options.ThinkingLevel = level
+		}
+	}
 	msg, _, err := m.g.newRouteCall(m.agent.name, session).stream(ctx, cands, c, emit)
 	return msg, err
 }

@@ -64,6 +64,12 @@ type Server struct {
 
 	bodyTimeout time.Duration // set by HTTPServer; 0: no deadline
 	reads       bodyReads
+	// public are the routes ("METHOD /path", exact) served without the
+	// token: the console's login page and its assets (HandlePublic).
+	public map[string]bool
+	// login maps a page's path to its login page: a browser that asks for
+	// the page without the token is sent there (RedirectToLogin).
+	login map[string]string
 }
 
 // New returns the API handler.
@@ -107,8 +113,36 @@ func (s *Server) handleMetrics() {
 	}
 }
 
+// isPublic reports whether r is for a public route: its exact method and
+// path, written without escapes (so that the mux, which routes on the
+// escaped path, cannot see another route than the one checked here).
+func (s *Server) isPublic(r *http.Request) bool {
+	return r.URL.RawPath == "" && s.public[r.Method+" "+r.URL.Path]
+}
+
+// RedirectToLogin sends a GET of path without the token to the login page
+// instead of answering 401 (for a page a person opens in a browser).
+func (s *Server) RedirectToLogin(path, login string) {
+	if s.login == nil {
+		s.login = map[string]string{}
+	}
+	s.login[path] = login
+}
+
 // Handle adds an endpoint (for the parts of the API that other packages serve).
 func (s *Server) Handle(pattern string, h http.HandlerFunc) { s.mux.HandleFunc(pattern, h) }
+
+// HandlePublic adds an endpoint that is served without the token (the web
+// console's login page, its assets and the login itself): method and path
+// are matched exactly, and the DNS-rebinding and browser guards still apply.
+// Everything else needs the token, whatever the mux would match.
+func (s *Server) HandlePublic(method, path string, h http.HandlerFunc) {
+	if s.public == nil {
+		s.public = map[string]bool{}
+	}
+	s.public[method+" "+path] = true
+	s.mux.HandleFunc(method+" "+path, h)
+}
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
@@ -129,7 +163,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusForbidden, "cross-site requests are refused (browsers may only call the API from the gateway's own origin)")
 		return
 	}
-	if s.opts.AuthToken != "" && !s.authorized(r) {
+	if s.opts.AuthToken != "" && !s.isPublic(r) && !s.authorized(r) {
+		if to, ok := s.login[r.URL.Path]; ok && r.Method == http.MethodGet {
+			http.Redirect(w, r, to, http.StatusSeeOther) // the page is not served: its login is
+			return
+		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="beige"`)
 		WriteError(w, http.StatusUnauthorized, "missing or wrong bearer token (send Authorization: Bearer <gateway.authToken>)")
 		return
@@ -191,10 +229,19 @@ func truncate(s string, n int) string {
 	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
+// authorized reports whether r carries the token: as a bearer token, or in
+// the web console's cookie (TokenCookie), which is worth the same. The
+// cookie is safe to accept on every route because a cross-site request is
+// refused before this (crossSite) and the cookie is SameSite=Strict.
 func (s *Server) authorized(r *http.Request) bool {
-	h := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(h, "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(tok), []byte(s.opts.AuthToken)) == 1
+	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return subtle.ConstantTimeCompare([]byte(tok), []byte(s.opts.AuthToken)) == 1
+	}
+	ok := false
+	for _, tok := range CookieTokens(r) {
+		ok = subtle.ConstantTimeCompare([]byte(tok), []byte(s.opts.AuthToken)) == 1 || ok
+	}
+	return ok
 }
 
 // hostAllowed is the DNS-rebinding guard: a page on evil.example that
