@@ -7,9 +7,12 @@
 package sandbox
 
 import (
+	"path"
+
 	"context"
 	"errors"
 	"fmt"
+	"github.com/beige-dev/beige/internal/proto"
 	"os"
 	"strconv"
 	"strings"
@@ -126,6 +129,38 @@ type ExecRequest struct {
 
 // DefaultOutputLimit is how much output an exec keeps when the request says nothing.
 const DefaultOutputLimit = 50 * 1024
+
+// Normalize returns r with its defaults filled in, as every runtime runs
+// it: OutputLimit DefaultOutputLimit when unset and at most what one helper
+// answer carries, Dir /workspace when unset and resolved (ResolvePath). An
+// environment variable with an empty or invalid name, or a NUL in its
+// value, is an error.
+func (r ExecRequest) Normalize() (ExecRequest, error) {
+	if r.OutputLimit <= 0 {
+		r.OutputLimit = DefaultOutputLimit
+	}
+	r.OutputLimit = min(r.OutputLimit, proto.MaxHelperBody)
+	if r.Dir == "" {
+		r.Dir = WorkspacePath
+	}
+	r.Dir = ResolvePath(r.Dir)
+	for k, v := range r.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+			return r, fmt.Errorf("invalid environment variable %q", k)
+		}
+	}
+	return r, nil
+}
+
+// ResolvePath makes p absolute — a relative path is under WorkspacePath —
+// and clean, as every runtime resolves the paths of file operations and
+// exec's Dir.
+func ResolvePath(p string) string {
+	if !path.IsAbs(p) {
+		p = path.Join(WorkspacePath, p)
+	}
+	return path.Clean(p)
+}
 
 // ExecResult is what a command did. Output holds stdout and stderr interleaved
 // as written (2>&1), cut after the limit; OutputBytes is the true size.

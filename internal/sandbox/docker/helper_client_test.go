@@ -147,8 +147,8 @@ func TestResolvePath(t *testing.T) {
 		"/workspace/x/": "/workspace/x",
 		"":              "/workspace",
 	} {
-		if got := resolvePath(in); got != want {
-			t.Errorf("resolvePath(%q) = %q, want %q", in, got, want)
+		if got := sandbox.ResolvePath(in); got != want {
+			t.Errorf("sandbox.ResolvePath(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path"
 	"strings"
 	"sync"
 	"time"
@@ -319,35 +318,17 @@ func (s *dockerSandbox) close() {
 	}
 }
 
-// resolvePath makes p absolute against /workspace.
-func resolvePath(p string) string {
-	if !path.IsAbs(p) {
-		p = path.Join(sandbox.WorkspacePath, p)
-	}
-	return path.Clean(p)
-}
-
 // Exec implements Sandbox.
 func (s *dockerSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	if req.OutputLimit <= 0 {
-		req.OutputLimit = sandbox.DefaultOutputLimit
-	}
-	req.OutputLimit = min(req.OutputLimit, proto.MaxHelperBody)
-	if req.Dir == "" {
-		req.Dir = sandbox.WorkspacePath
-	}
-	req.Dir = resolvePath(req.Dir)
-	for k, v := range req.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-			return sandbox.ExecResult{}, fmt.Errorf("exec in sandbox %q: invalid environment variable %q", s.agent, k)
-		}
+	req, err := req.Normalize()
+	if err != nil {
+		return sandbox.ExecResult{}, fmt.Errorf("exec in sandbox %q: %w", s.agent, err)
 	}
 	if s.d.closed.Load() {
 		return sandbox.ExecResult{}, fmt.Errorf("exec in sandbox %q: %w", s.agent, ErrClosed)
 	}
 	start := time.Now()
 	var res sandbox.ExecResult
-	var err error
 	if hc := s.helper(ctx); hc != nil && len(req.Stdin) <= proto.MaxHelperBody {
 		res, err = s.helperExec(ctx, hc, req)
 	} else {
@@ -395,7 +376,7 @@ func (s *dockerSandbox) helperExec(ctx context.Context, hc *helperClient, req sa
 // ReadFile implements Sandbox. A relative path is relative to /workspace;
 // max is capped at proto.MaxHelperBody, and max <= 0 returns only the size.
 func (s *dockerSandbox) ReadFile(ctx context.Context, p string, max int64) ([]byte, int64, error) {
-	p = resolvePath(p)
+	p = sandbox.ResolvePath(p)
 	max = min(max, proto.MaxHelperBody)
 	var data []byte
 	var size int64
@@ -423,7 +404,7 @@ func (s *dockerSandbox) ReadFile(ctx context.Context, p string, max int64) ([]by
 
 // WriteFile implements Sandbox. A relative path is relative to /workspace.
 func (s *dockerSandbox) WriteFile(ctx context.Context, p string, data []byte) error {
-	p = resolvePath(p)
+	p = sandbox.ResolvePath(p)
 	var err error
 	if s.d.closed.Load() {
 		err = ErrClosed

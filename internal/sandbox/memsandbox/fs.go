@@ -46,14 +46,6 @@ func newTree() *tree {
 	return t
 }
 
-// resolvePath makes p absolute against /workspace, as the Docker runtime does.
-func resolvePath(p string) string {
-	if !path.IsAbs(p) {
-		p = path.Join(sandbox.WorkspacePath, p)
-	}
-	return path.Clean(p)
-}
-
 func under(p, dir string) bool {
 	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
 }

@@ -367,7 +367,7 @@ func (s *Sandbox) Execs() []sandbox.ExecRequest {
 func (s *Sandbox) Peek(p string) ([]byte, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	data, _, err := s.files.read(resolvePath(p), -1)
+	data, _, err := s.files.read(sandbox.ResolvePath(p), -1)
 	return data, err == nil
 }
 
@@ -376,7 +376,7 @@ func (s *Sandbox) Peek(p string) ([]byte, bool) {
 func (s *Sandbox) Put(p string, data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.files.write(resolvePath(p), data, false)
+	return s.files.write(sandbox.ResolvePath(p), data, false)
 }
 
 // Env is the environment of the sandbox's commands without a request's
@@ -427,18 +427,9 @@ func (s *Sandbox) enter(ctx context.Context, what string) (context.Context, *Run
 
 // Exec implements sandbox.Sandbox.
 func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	if req.OutputLimit <= 0 {
-		req.OutputLimit = sandbox.DefaultOutputLimit
-	}
-	req.OutputLimit = min(req.OutputLimit, proto.MaxHelperBody)
-	if req.Dir == "" {
-		req.Dir = sandbox.WorkspacePath
-	}
-	req.Dir = resolvePath(req.Dir)
-	for k, v := range req.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-			return sandbox.ExecResult{}, fmt.Errorf("exec in sandbox %q: invalid environment variable %q", s.agent, k)
-		}
+	req, err := req.Normalize()
+	if err != nil {
+		return sandbox.ExecResult{}, fmt.Errorf("exec in sandbox %q: %w", s.agent, err)
 	}
 	life, rt, err := s.enter(ctx, "exec")
 	if err != nil {
@@ -504,7 +495,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // /workspace; max is capped at proto.MaxHelperBody, and max <= 0 returns
 // only the size.
 func (s *Sandbox) ReadFile(ctx context.Context, p string, max int64) ([]byte, int64, error) {
-	p = resolvePath(p)
+	p = sandbox.ResolvePath(p)
 	if _, _, err := s.enter(ctx, "read "+p); err != nil {
 		return nil, 0, err
 	}
@@ -520,7 +511,7 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string, max int64) ([]byte, in
 // WriteFile implements sandbox.Sandbox. A relative path is relative to
 // /workspace; parent folders are created.
 func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte) error {
-	p = resolvePath(p)
+	p = sandbox.ResolvePath(p)
 	if _, _, err := s.enter(ctx, "write "+p); err != nil {
 		return err
 	}
