@@ -98,8 +98,8 @@ type Gateway struct {
 	pipe    *pipeline.Pipeline // the one path of every tool call
 	// approvals holds the calls that wait for a human (agents.<a>.approval).
 	approvals *approval.Broker
-	runner  *tools.Runner      // the core tools, run through pipe
-	agents  map[string]*agentRuntime
+	runner    *tools.Runner // the core tools, run through pipe
+	agents    map[string]*agentRuntime
 
 	catalogue *llm.Catalogue
 	plugins   *plugin.Host
