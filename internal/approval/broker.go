@@ -154,6 +154,7 @@ type Broker struct {
 	always  map[alwaysKey]bool
 	subs    map[int]func(Event)
 	nextSub int
+	changed chan struct{} // closed at the next event
 }
 
 type pending struct {
@@ -166,7 +167,7 @@ type alwaysKey struct{ agent, session, rule string }
 
 // New returns a Broker.
 func New(opts Options) *Broker {
-	b := &Broker{rules: opts.Rules, log: opts.Logger, pending: map[string]*pending{}, always: map[alwaysKey]bool{}, subs: map[int]func(Event){}}
+	b := &Broker{rules: opts.Rules, log: opts.Logger, pending: map[string]*pending{}, always: map[alwaysKey]bool{}, subs: map[int]func(Event){}, changed: make(chan struct{})}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
@@ -331,8 +332,18 @@ func (b *Broker) Subscribe(f func(Event)) (cancel func()) {
 	}
 }
 
+// Changed returns a channel that is closed when a request is added or
+// ends (ask again after each).
+func (b *Broker) Changed() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.changed
+}
+
 func (b *Broker) notify(e Event) {
 	b.mu.Lock()
+	close(b.changed)
+	b.changed = make(chan struct{})
 	fs := make([]func(Event), 0, len(b.subs))
 	for _, f := range b.subs {
 		fs = append(fs, f)

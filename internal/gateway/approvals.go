@@ -91,3 +91,11 @@ func (g *Gateway) AnswerApproval(ctx context.Context, id string, a proto.Approva
 	}
 	return err
 }
+
+// consoleApprovals is the broker as the web console sees it.
+type consoleApprovals struct{ g *Gateway }
+
+func (c consoleApprovals) Pending() []proto.ApprovalRequest {
+	return c.g.Approvals(context.Background())
+}
+func (c consoleApprovals) Changed() <-chan struct{} { return c.g.approvals.Changed() }

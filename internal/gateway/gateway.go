@@ -286,7 +286,7 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	api := httpapi.New(g, httpapi.Options{Host: cfg.Gateway.Host, AuthToken: cfg.Gateway.AuthToken.Reveal(), Logger: g.log.With("component", "http"),
 		Metrics: g.metrics})
 	ui := webui.New(webui.Options{AuthToken: cfg.Gateway.AuthToken.Reveal(), Status: g.consoleStatus, Audit: g.auditTail,
-		Chat: consoleChat{g}, Logger: g.log.With("component", "webui")})
+		Chat: consoleChat{g}, Approvals: consoleApprovals{g}, Logger: g.log.With("component", "webui")})
 	ui.Register(api)
 	srv, ln := api.HTTPServer(g.ln, httpapi.ServeOptions{
 		MaxConns:    cfg.Gateway.HTTP.MaxConnections,
