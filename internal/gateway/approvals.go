@@ -12,6 +12,7 @@ import (
 	"github.com/beige-dev/beige/internal/approval"
 	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/httpapi"
+	"github.com/beige-dev/beige/internal/plugin"
 	"github.com/beige-dev/beige/internal/proto"
 )
 
@@ -99,3 +100,43 @@ func (c consoleApprovals) Pending() []proto.ApprovalRequest {
 	return c.g.Approvals(context.Background())
 }
 func (c consoleApprovals) Changed() <-chan struct{} { return c.g.approvals.Changed() }
+
+var _ plugin.Approvals = (*pluginContext)(nil)
+
+// SubscribeApprovals implements plugin.Approvals.
+func (pc *pluginContext) SubscribeApprovals(f func(plugin.ApprovalEvent)) func() {
+	return pc.g.approvals.Subscribe(func(e approval.Event) {
+		ev := plugin.ApprovalEvent{
+			Pending: e.Type == approval.EventPending, ID: e.Request.ID, Agent: e.Request.Agent, Session: e.Request.Session,
+			Tool: e.Request.Tool, Args: e.Request.Args, Rule: e.Request.Rule, Expires: e.Request.Expires,
+		}
+		if !ev.Pending {
+			ev.Outcome = outcomeText(e.Outcome)
+		}
+		f(ev)
+	})
+}
+
+// outcomeText says how a request ended, for the channels.
+func outcomeText(o approval.Outcome) string {
+	switch {
+	case o.TimedOut:
+		return "denied: no answer in time"
+	case o.Approved && o.Answer.Decision == approval.Always:
+		return "approved for this session by " + o.Answer.Who()
+	case o.Approved:
+		return "approved by " + o.Answer.Who()
+	case o.Answer.Decision == approval.Deny:
+		return "denied by " + o.Answer.Who()
+	}
+	return "no longer waiting (the call was cancelled)"
+}
+
+// AnswerApproval implements plugin.Approvals.
+func (pc *pluginContext) AnswerApproval(id, decision, by, via string) error {
+	d, err := approval.ParseDecision(decision)
+	if err != nil {
+		return err
+	}
+	return pc.g.approvals.Answer(id, approval.Answer{Decision: d, By: approverName(by, "someone"), Via: approverName(via, "channel")})
+}
