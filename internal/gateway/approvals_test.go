@@ -90,3 +90,26 @@ func TestApprovalsAPI(t *testing.T) {
 		t.Errorf("GET without token: %d", code)
 	}
 }
+
+// TestApprovalOutcomeText: what the channels are told when a request ends.
+func TestApprovalOutcomeText(t *testing.T) {
+	for _, tc := range []struct {
+		o    approval.Outcome
+		want string
+	}{
+		{approval.Outcome{TimedOut: true}, "denied: no answer in time"},
+		{approval.Outcome{Approved: true, Answer: approval.Answer{Decision: approval.Approve, By: "ann", Via: "webui"}}, "approved by ann via webui"},
+		{approval.Outcome{Approved: true, Answer: approval.Answer{Decision: approval.Always, By: "@bob", Via: "telegram"}}, "approved for this session by @bob via telegram"},
+		{approval.Outcome{Answer: approval.Answer{Decision: approval.Deny, By: "@bob", Via: "telegram"}}, "denied by @bob via telegram"},
+		{approval.Outcome{}, "no longer waiting (the call was cancelled)"},
+	} {
+		if got := outcomeText(tc.o); got != tc.want {
+			t.Errorf("outcomeText(%+v) = %q, want %q", tc.o, got, tc.want)
+		}
+	}
+	for in, want := range map[string]string{"": "def", "  ann\x1b[31m ": "ann[31m", strings.Repeat("é", 40): strings.Repeat("é", 32)} {
+		if got := approverName(in, "def"); got != want {
+			t.Errorf("approverName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
