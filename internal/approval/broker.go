@@ -303,19 +303,6 @@ func (b *Broker) Pending(agent string) []Request {
 	return out
 }
 
-// Get returns the pending request id.
-func (b *Broker) Get(id string) (Request, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	p, ok := b.pending[id]
-	if !ok {
-		return Request{}, false
-	}
-	r := p.req
-	r.Args = slices.Clone(r.Args)
-	return r, true
-}
-
 // Subscribe calls f for every event until cancel is called. f runs on the
 // waiting call's goroutine and must not block (hand the event to a
 // buffered channel or a goroutine).
