@@ -37,6 +37,10 @@ import (
 const (
 	PhaseStarted  = "started"
 	PhaseFinished = "finished"
+	// PhasePending: the call matched an approval ("ask") rule and waits for
+	// an answer; Decision is DecisionPending and Rule the rule. A started
+	// record follows if it is approved, a denied finished record if not.
+	PhasePending = "pending"
 )
 
 // Values of Record.Type.
@@ -67,6 +71,7 @@ const (
 const (
 	DecisionAllowed = "allowed"
 	DecisionDenied  = "denied"
+	DecisionPending = "pending" // PhasePending records
 )
 
 // Values of Record.Target.
@@ -129,6 +134,14 @@ type Record struct {
 	// Injected names the headers the egress proxy added to an intercepted
 	// connection (sandbox.egress.credentials); never their values.
 	Injected string `json:"injected,omitempty"`
+
+	// ApprovedBy and Approval say who answered a call that waited for
+	// approval, and how: ApprovedBy is "<who> via <channel>" (empty after a
+	// timeout), Approval "approve", "always", "deny", "timeout" or
+	// "remembered" (an earlier "always" of the session). Rule is the rule
+	// that asked.
+	ApprovedBy string `json:"approvedBy,omitempty"`
+	Approval   string `json:"approval,omitempty"`
 }
 
 // StringArgs returns args as a JSON array of strings, the Args of a plugin

@@ -28,7 +28,7 @@ const ellipsis = "…"
 // bound cuts r's fields to their bounds. The fast path, every field within
 // bounds, only compares lengths.
 func (r *Record) bound() error {
-	for _, f := range []*string{&r.Agent, &r.Session, &r.Model, &r.Channel, &r.Phase, &r.Type, &r.Tool, &r.Decision, &r.Target} {
+	for _, f := range []*string{&r.Agent, &r.Session, &r.Model, &r.Channel, &r.Phase, &r.Type, &r.Tool, &r.Decision, &r.Target, &r.ApprovedBy, &r.Approval} {
 		if len(*f) > MaxNameBytes {
 			*f = cut(*f, MaxNameBytes)
 			r.Truncated = true

@@ -80,6 +80,8 @@ func (r Record) appendJSON(b []byte) ([]byte, error) {
 		b = strconv.AppendInt(b, *r.BytesDown, 10)
 	}
 	b = appendField(b, "injected", r.Injected, false)
+	b = appendField(b, "approvedBy", r.ApprovedBy, false)
+	b = appendField(b, "approval", r.Approval, false)
 	return append(b, '}'), nil
 }
 

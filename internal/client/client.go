@@ -283,3 +283,19 @@ func WithTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	}
 	return context.WithTimeout(ctx, defaultTimeout)
 }
+
+// Approvals returns GET /api/approvals: the tool calls that wait for a
+// human's answer.
+func (c *Client) Approvals(ctx context.Context) ([]proto.ApprovalRequest, error) {
+	var l proto.ApprovalList
+	if err := c.getJSON(ctx, "GET", "/api/approvals", nil, &l); err != nil {
+		return nil, err
+	}
+	return l.Approvals, nil
+}
+
+// AnswerApproval answers one (POST /api/approvals/:id): decision is
+// "approve", "deny" or "always"; via names the client ("tui").
+func (c *Client) AnswerApproval(ctx context.Context, id, decision, via string) error {
+	return c.getJSON(ctx, "POST", "/api/approvals/"+url.PathEscape(id), proto.ApprovalAnswer{Decision: decision, Via: via}, nil)
+}

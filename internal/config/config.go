@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Config is a loaded, validated config.json5.
@@ -134,7 +135,48 @@ type Agent struct {
 	// $BEIGE_HOME/agents/<name>/workspace.
 	WorkspaceDir string  `json:"workspaceDir" cfg:"path"`
 	Sandbox      Sandbox `json:"sandbox" cfg:"required"`
+	// Approval lists the calls a human must approve before they run.
+	Approval Approval `json:"approval"`
 }
+
+// Approval is an agent's "ask" rules: a tool call the policy allows and a
+// rule matches waits until someone answers on a channel attached to the
+// session (web console, Telegram, terminal client); no answer within
+// TimeoutSeconds denies it. Patterns are globs: "*" is any run of
+// characters, everything else stands for itself, and the whole text must
+// match. They are a convenience for a human in the loop, not a boundary: a
+// command can be spelled many ways ("git push" from a script), so "*" is
+// the only exec rule that catches every command.
+type Approval struct {
+	// Exec patterns match the exec tool's command, e.g. "git push*".
+	Exec []string `json:"exec"`
+	// Tools patterns match "tool arg1 arg2 …" of any tool call (exec's
+	// command included, as "exec <command>"); a pattern also matches the
+	// same text followed by " " and more, so "github" asks for every call
+	// of the github tool and "git push" for "git push origin main".
+	Tools []string `json:"tools"`
+	// Egress patterns would match the host of a sandbox's connection
+	// through the egress proxy; not enforced yet, so any entry is refused
+	// by validation rather than silently ignored.
+	Egress []string `json:"egress"`
+	// TimeoutSeconds is how long a call waits for an answer before it is
+	// denied (default 300).
+	TimeoutSeconds float64 `json:"timeoutSeconds"`
+}
+
+// DefaultApprovalTimeout is Approval.TimeoutSeconds when it is not set.
+const DefaultApprovalTimeout = 300 * time.Second
+
+// Timeout is how long a call waits for an answer.
+func (a Approval) Timeout() time.Duration {
+	if a.TimeoutSeconds <= 0 {
+		return DefaultApprovalTimeout
+	}
+	return time.Duration(a.TimeoutSeconds * float64(time.Second))
+}
+
+// Empty reports whether no rule is set.
+func (a Approval) Empty() bool { return len(a.Exec) == 0 && len(a.Tools) == 0 && len(a.Egress) == 0 }
 
 // ModelRef names a model of a configured provider.
 type ModelRef struct {

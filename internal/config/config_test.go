@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // specExample is the config of architecture.md section 1, verbatim.
@@ -187,6 +188,15 @@ func TestFields(t *testing.T) {
 		provider, agent, root string
 		check                 func(t *testing.T, c *Config)
 	}{
+		{"approval", "", `approval: { exec: ["git push*"], tools: ["github"], timeoutSeconds: 2.5 },`, "", func(t *testing.T, c *Config) {
+			a := c.Agents["a1"].Approval
+			if len(a.Exec) != 1 || a.Exec[0] != "git push*" || len(a.Tools) != 1 || a.Tools[0] != "github" || a.Timeout() != 2500*time.Millisecond {
+				t.Errorf("%+v", a)
+			}
+			if d := (Approval{}).Timeout(); d != 300*time.Second {
+				t.Errorf("default timeout %v", d)
+			}
+		}},
 		{"provider baseUrl api concurrency", `baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions", concurrency: 2`, "", "", func(t *testing.T, c *Config) {
 			p := c.LLM.Providers["anthropic"]
 			if p.BaseURL != "http://127.0.0.1:9/v1" || p.API != "openai-completions" || p.Concurrency != 2 {
@@ -461,6 +471,10 @@ func TestErrors(t *testing.T) {
 			[]string{`agents.a1.sandbox.egress.credentials[0].host: want a host name without wildcard or port, got "*.github.com"`, `agents.a1.sandbox.egress.credentials[1].host: want a host name (not an address), got "10.0.0.1"`, `agents.a1.sandbox.egress.credentials[1].header: want an HTTP header name other than Host, got "Host"`, `agents.a1.sandbox.egress.credentials[1].value: want a non-empty value`, `agents.a1.sandbox.egress.credentials[2].host: want a host name without wildcard or port`, `agents.a1.sandbox.egress.credentials[2].header: want an HTTP header name`, `agents.a1.sandbox.egress.credentials[2].value: want a non-empty value without line breaks`}},
 		{"proxy env in proxy mode", strings.Replace(minimal("", "", ""), `image: "img"`, `image: "img", extraEnv: { https_proxy: "http://x" }`, 1),
 			[]string{`agents.a1.sandbox.extraEnv.https_proxy: https_proxy is set by beige in the "proxy" network mode`}},
+		{"approval rules", minimal("", `approval: { exec: ["git push*", "", "a\nb"], tools: ["  "], egress: ["*"], timeoutSeconds: -1 },`, ""),
+			[]string{`config.json5:7:39: agents.a1.approval.exec[1]: want a non-empty pattern`, `agents.a1.approval.exec[2]: pattern "a\nb" has control characters`, `agents.a1.approval.tools[0]: want a non-empty pattern`, `agents.a1.approval.egress[0]: approval of egress connections is not supported yet`, `agents.a1.approval.timeoutSeconds: want a number of seconds between 0 (the default, 300) and 86400`}},
+		{"approval unknown key", minimal("", `approval: { exec: ["x"], timeout: 5 },`, ""),
+			[]string{`agents.a1.approval.timeout: unknown key "timeout" (known: exec, tools, egress, timeoutSeconds)`}},
 		{"log sizes", minimal("", "", `gateway: { log: { maxSizeBytes: 10, maxFiles: 0 } },`),
 			[]string{`gateway.log.maxSizeBytes: want at least 1024 bytes`}},
 		{"audit and http bounds", minimal("", "", `gateway: { audit: { maxSizeBytes: 10, maxFiles: -1 }, http: { maxConnections: 2 } },`),

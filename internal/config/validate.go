@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/beige-dev/beige/internal/approval"
 	"github.com/beige-dev/beige/internal/egress"
 )
 
@@ -395,6 +396,30 @@ func (v *validator) agents() {
 			}
 		}
 		v.sandbox(path+".sandbox", &a.Sandbox)
+		v.approval(path+".approval", a.Approval)
+	}
+}
+
+// maxApprovalTimeout bounds approval.timeoutSeconds (a day): a call that
+// waits longer holds its session's turn.
+const maxApprovalTimeout = 86400
+
+func (v *validator) approval(path string, a Approval) {
+	for i, p := range a.Exec {
+		if err := approval.CheckPattern(p); err != nil {
+			v.errorAt(fmt.Sprintf("%s.exec[%d]", path, i), "%v", err)
+		}
+	}
+	for i, p := range a.Tools {
+		if err := approval.CheckPattern(p); err != nil {
+			v.errorAt(fmt.Sprintf("%s.tools[%d]", path, i), "%v", err)
+		}
+	}
+	for i := range a.Egress {
+		v.errorAt(fmt.Sprintf("%s.egress[%d]", path, i), "approval of egress connections is not supported yet; use sandbox.egress.allow/deny")
+	}
+	if a.TimeoutSeconds < 0 || a.TimeoutSeconds > maxApprovalTimeout {
+		v.errorAt(path+".timeoutSeconds", "want a number of seconds between 0 (the default, 300) and %d", maxApprovalTimeout)
 	}
 }
 

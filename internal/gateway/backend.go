@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/beige-dev/beige/internal/approval"
 	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/httpapi"
@@ -25,13 +26,14 @@ var _ httpapi.Backend = (*Gateway)(nil)
 // model's, POST /api/agents/:name/exec and the sockets' (see
 // internal/pipeline): policy, audit, the plugins' tool hooks, and the
 // redaction of configured secrets in every result.
-func newPipeline(a *audit.Logger, p *policy.Engine, hooks *plugin.Host, red *redact.Redactor, m *metrics.Metrics, log *slog.Logger) *pipeline.Pipeline {
+func newPipeline(a *audit.Logger, p *policy.Engine, ap *approval.Broker, hooks *plugin.Host, red *redact.Redactor, m *metrics.Metrics, log *slog.Logger) *pipeline.Pipeline {
 	opts := pipeline.Options{
-		Audit:   a,
-		Policy:  p,
-		Hooks:   hooks,
-		Metrics: pipeline.Observe(toolCallMetrics(m)),
-		Logger:  log.With("component", "tools"),
+		Audit:     a,
+		Policy:    p,
+		Approvals: ap,
+		Hooks:     hooks,
+		Metrics:   pipeline.Observe(toolCallMetrics(m)),
+		Logger:    log.With("component", "tools"),
 	}
 	if red != nil {
 		opts.Redact = red.String

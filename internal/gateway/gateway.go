@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/beige-dev/beige/internal/agent"
+	"github.com/beige-dev/beige/internal/approval"
 	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/egress"
@@ -95,8 +96,10 @@ type Gateway struct {
 	audit   *audit.Logger
 	policy  *policy.Engine
 	pipe    *pipeline.Pipeline // the one path of every tool call
-	runner  *tools.Runner      // the core tools, run through pipe
-	agents  map[string]*agentRuntime
+	// approvals holds the calls that wait for a human (agents.<a>.approval).
+	approvals *approval.Broker
+	runner    *tools.Runner // the core tools, run through pipe
+	agents    map[string]*agentRuntime
 
 	catalogue *llm.Catalogue
 	plugins   *plugin.Host
@@ -233,7 +236,8 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load plugins: %w", err)
 	}
-	g.pipe = newPipeline(g.audit, g.policy, g.plugins, red, g.metrics, g.log)
+	g.approvals = newApprovals(cfg, g.log)
+	g.pipe = newPipeline(g.audit, g.policy, g.approvals, g.plugins, red, g.metrics, g.log)
 	g.plugins.SetPipeline(g.pipe)
 	g.runner = tools.NewRunner(g.pipe, g.log.With("component", "tools"))
 	g.runner.SetCallTokens(g.callToken)
@@ -282,7 +286,7 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	api := httpapi.New(g, httpapi.Options{Host: cfg.Gateway.Host, AuthToken: cfg.Gateway.AuthToken.Reveal(), Logger: g.log.With("component", "http"),
 		Metrics: g.metrics})
 	ui := webui.New(webui.Options{AuthToken: cfg.Gateway.AuthToken.Reveal(), Status: g.consoleStatus, Audit: g.auditTail,
-		Chat: consoleChat{g}, Logger: g.log.With("component", "webui")})
+		Chat: consoleChat{g}, Approvals: consoleApprovals{g}, Logger: g.log.With("component", "webui")})
 	ui.Register(api)
 	srv, ln := api.HTTPServer(g.ln, httpapi.ServeOptions{
 		MaxConns:    cfg.Gateway.HTTP.MaxConnections,

@@ -89,6 +89,8 @@ func New(b Backend, opts Options) *Server {
 	s.mux.HandleFunc("POST /api/gateway/restart", s.restart)
 	s.mux.HandleFunc("PATCH /api/agents/{name}/sessions/{key}/model", s.sessionModel)
 	s.mux.HandleFunc("POST /api/agents/{name}/hooks/{hook}", s.hook)
+	s.mux.HandleFunc("GET /api/approvals", s.approvals)
+	s.mux.HandleFunc("POST /api/approvals/{id}", s.answerApproval)
 	s.handleMetrics()
 	s.mux.HandleFunc("/", s.notFound)
 	return s

@@ -7,7 +7,7 @@
 // pipeline is assembled once, by the gateway, with [New]: decorators around
 // the tool, outermost first,
 //
-//	redact -> metrics -> policy -> (approval, later) -> audit -> hooks -> the tool
+//	redact -> metrics -> policy -> approval -> audit -> hooks -> the tool
 //
 // The steps:
 //
@@ -19,8 +19,18 @@
 //   - policy: deny by default (policy.Engine). A denial is ONE finished
 //     record, decision "denied", exit code 1 and the spec's text ("Permission
 //     denied: tool 'git' not allowed for agent 'travel'"); policy has no side
-//     effects, so it comes before the started record. An approval step
-//     ("ask" rules) belongs right after it.
+//     effects, so it comes before the started record.
+//   - approval: a call that one of the agent's ask rules matches
+//     (Options.Approvals, see internal/approval) writes a "pending" record
+//     (phase and decision "pending", the rule) and waits for the first
+//     answer on a channel of the session. Approved, it goes on: its started
+//     and finished records carry approvedBy ("<who> via <channel>") and
+//     approval ("approve", "always", or "remembered" after an earlier
+//     "always" of the session). Denied, or unanswered in time, it is ONE
+//     more finished record, decision "denied", exit code 1, approvedBy and
+//     approval ("deny", "timeout"), and the caller sees a
+//     policy.DeniedError: "… blocked for agent 'a': denied by ann via
+//     telegram" or "…: no answer within 300 s".
 //   - audit: a started record — if it cannot be written the call is refused
 //     with [NotRunError], the same text on every entry — then after the call
 //     a finished record (duration, exit code, output size, error). A
@@ -42,9 +52,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
+	"github.com/beige-dev/beige/internal/approval"
 	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/policy"
 	"github.com/beige-dev/beige/internal/proto"
@@ -73,6 +85,8 @@ type Call struct {
 	Unattributed bool
 
 	tool Tool // set by Run
+	// Set by the approval step for the audit records.
+	rule, approvedBy, approval string
 }
 
 // Result is what a call gave. A tool fills in the fields its entry reads
@@ -156,6 +170,9 @@ type Options struct {
 	Audit *audit.Logger
 	// Policy is the one policy engine; nil denies every call.
 	Policy Policy
+	// Approvals holds calls that match an agent's ask rules until a human
+	// answers; nil means no call waits.
+	Approvals *approval.Broker
 	// Hooks are the plugins' preToolExec and postToolExec hooks; nil means none.
 	Hooks Hooks
 	// Redact replaces configured secrets in a text (redact.Redactor.String);
@@ -210,6 +227,9 @@ func New(opts Options) *Pipeline {
 	var t Tool = ToolFunc(dispatch)
 	t = p.hooks(t)
 	t = p.audit(t)
+	if opts.Approvals != nil {
+		t = p.approval(t)
+	}
 	t = p.policy(t)
 	if opts.Metrics != nil {
 		t = opts.Metrics(t)
@@ -263,6 +283,9 @@ func (p *Pipeline) record(c *Call) audit.Record {
 		Args:         audit.StringArgs(c.Args),
 		Target:       c.Target,
 		Unattributed: c.Unattributed,
+		Rule:         c.rule,
+		ApprovedBy:   c.approvedBy,
+		Approval:     c.approval,
 	}
 }
 
@@ -300,6 +323,71 @@ func (p *Pipeline) policy(next Tool) Tool {
 			p.log.Error("audit log write failed for a denied call", "agent", c.Agent, "tool", c.Tool, "err", aerr)
 		}
 		p.log.Info("tool call denied", "agent", c.Agent, "tool", c.Tool, "reason", err)
+		return res, nil
+	})
+}
+
+func (p *Pipeline) approval(next Tool) Tool {
+	b := p.opts.Approvals
+	return ToolFunc(func(ctx context.Context, c *Call) (Result, error) {
+		rule, timeout, ok := b.Rule(c.Agent, c.Tool, c.Args)
+		if !ok {
+			return next.Run(ctx, c)
+		}
+		c.rule = rule
+		session := c.Session.SessionKey
+		if c.Unattributed {
+			session = "" // never "this session" of a call nobody can place
+		}
+		if b.Remembered(c.Agent, session, rule) {
+			c.approval = "remembered"
+			return next.Run(ctx, c)
+		}
+		start := p.now()
+		rec := p.record(c)
+		rec.Phase, rec.Decision = audit.PhasePending, audit.DecisionPending
+		if err := p.opts.Audit.Log(rec); err != nil {
+			p.log.Error("audit log write failed; tool call refused", "agent", c.Agent, "tool", c.Tool, "err", err)
+			return Result{}, &NotRunError{Tool: c.Tool, Err: err}
+		}
+		out, err := b.Wait(ctx, approval.Request{
+			Agent: c.Agent, Session: session, Channel: c.Session.Channel,
+			Tool: c.Tool, Args: c.Args, Rule: rule,
+		}, timeout)
+		if err == nil && out.Approved {
+			c.approvedBy, c.approval = out.Answer.Who(), string(out.Answer.Decision)
+			if out.Remembered {
+				c.approvedBy, c.approval = "", "remembered"
+			}
+			p.log.Info("tool call approved", "agent", c.Agent, "tool", c.Tool, "rule", rule, "by", c.approvedBy, "approval", c.approval)
+			return next.Run(ctx, c)
+		}
+		rec = p.record(c)
+		rec.Phase, rec.Decision = audit.PhaseFinished, audit.DecisionDenied
+		rec.DurationMs = ptr(p.now().Sub(start).Milliseconds())
+		var res Result
+		switch {
+		case err != nil:
+			rec.Approval = "canceled"
+			rec.Error = clip("waiting for approval: "+err.Error(), maxAuditError)
+		case out.TimedOut:
+			rec.Approval = "timeout"
+			res = denied(&policy.DeniedError{Agent: c.Agent, Tool: c.Tool, Reason: "no answer within " + strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64) + " s"})
+		default:
+			rec.Approval, rec.ApprovedBy = string(out.Answer.Decision), out.Answer.Who()
+			res = denied(&policy.DeniedError{Agent: c.Agent, Tool: c.Tool, Reason: "denied by " + out.Answer.Who()})
+		}
+		if res.Err != nil {
+			rec.Error = clip(res.Err.Error(), maxAuditError)
+			rec.ExitCode = ptr(1)
+		}
+		if aerr := p.opts.Audit.Log(rec); aerr != nil {
+			p.log.Error("audit log write failed for a call denied by approval", "agent", c.Agent, "tool", c.Tool, "err", aerr)
+		}
+		p.log.Info("tool call not approved", "agent", c.Agent, "tool", c.Tool, "rule", rule, "approval", rec.Approval, "by", rec.ApprovedBy)
+		if err != nil {
+			return Result{}, err
+		}
 		return res, nil
 	})
 }

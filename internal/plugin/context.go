@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"time"
 
 	"github.com/beige-dev/beige/internal/llm"
 )
@@ -79,4 +80,31 @@ type SessionStatus struct {
 	File       string // the session file, "" before the first message
 	CreatedAt  string
 	UpdatedAt  string
+}
+
+// Approvals is the optional part of a PluginContext through which a
+// channel asks its users about tool calls that wait for approval and
+// passes on their answers (the gateway's implements it).
+type Approvals interface {
+	// SubscribeApprovals calls f for each call that starts or stops
+	// waiting, until cancel; f must not block.
+	SubscribeApprovals(f func(ApprovalEvent)) (cancel func())
+	// AnswerApproval answers the request id: decision "approve", "deny"
+	// or "always"; by names who answered, via the channel. An unknown or
+	// already answered id is an error.
+	AnswerApproval(id, decision, by, via string) error
+}
+
+// ApprovalEvent is a call that waits for an answer (Pending), or stopped
+// waiting (Outcome says how: "approved by …", "denied by …", "timed out").
+type ApprovalEvent struct {
+	Pending bool
+	ID      string
+	Agent   string
+	Session string // the session key, "" for a call of no session
+	Tool    string
+	Args    []string
+	Rule    string
+	Expires time.Time
+	Outcome string
 }

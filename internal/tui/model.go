@@ -19,6 +19,7 @@ import (
 	"github.com/beige-dev/beige/internal/agent"
 	"github.com/beige-dev/beige/internal/client"
 	"github.com/beige-dev/beige/internal/llm"
+	"github.com/beige-dev/beige/internal/proto"
 )
 
 // env is what the model shares with the commands it starts. It is set up
@@ -99,6 +100,9 @@ type model struct {
 	welcomed  bool
 	warning   string // shown after the welcome (an unhealthy gateway)
 	quitting  bool
+
+	pollTurn int                    // the turn whose approvals are polled (approval.go)
+	approval *proto.ApprovalRequest // the call of this session that waits, or nil
 }
 
 // printer prints lines above the UI (Program.Println) in the order they
@@ -228,6 +232,12 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case commandMsg:
 		return m, m.onCommandResult(msg)
+	case approvalPollMsg:
+		return m, m.onApprovalPoll(msg)
+	case approvalsMsg:
+		return m, m.onApprovals(msg)
+	case approvalAnsweredMsg:
+		return m, m.onApprovalAnswered(msg)
 	}
 	var cmd tea.Cmd
 	m.input, cmd = m.input.Update(msg)
@@ -236,6 +246,9 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 // onKey handles a key press.
 func (m *model) onKey(msg tea.KeyPressMsg) tea.Cmd {
+	if cmd, ok := m.answerApproval(msg.String()); ok {
+		return cmd
+	}
 	switch msg.String() {
 	case "ctrl+c":
 		return m.ctrlC()
@@ -403,11 +416,12 @@ func (m *model) onToolStart(name string, args json.RawMessage) tea.Cmd {
 	summary := agent.ToolCallSummary(name, args)
 	m.activity = "running " + summary
 	m.refreshLive()
+	poll := m.pollApprovals()
 	if !m.verbose {
-		return nil
+		return poll
 	}
 	width := m.width
-	return m.print(func() string { return verboseLine(summary, width) })
+	return tea.Batch(poll, m.print(func() string { return verboseLine(summary, width) }))
 }
 
 func (m *model) onToolEnd(res *llm.ToolResultMessage) tea.Cmd {
@@ -473,7 +487,9 @@ func (m *model) refreshLive() {
 		b.WriteString(wrap(liveTail(m.liveText.String()), m.width))
 		b.WriteString("\n")
 	}
-	if m.running {
+	if m.running && m.approval != nil {
+		b.WriteString(m.spin.View() + " " + m.approvalLine())
+	} else if m.running {
 		b.WriteString(m.spin.View() + " " + styleDim.Render(m.activity))
 	}
 	content := strings.TrimRight(b.String(), "\n")

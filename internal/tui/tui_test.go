@@ -220,8 +220,19 @@ func (f *fixture) waitScreen(s string) {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureWith(t, nil)
+}
+
+// newFixtureWith is newFixture with the API's backend wrapping the stub
+// (wrap nil: the stub itself).
+func newFixtureWith(t *testing.T, wrap func(*gateway) any) *fixture {
+	t.Helper()
 	gw := &gateway{}
-	srv := httptest.NewServer(httpapi.New(gw, httpapi.Options{AuthToken: "tok"}))
+	var backend httpapi.Backend = gw
+	if wrap != nil {
+		backend = wrap(gw).(httpapi.Backend)
+	}
+	srv := httptest.NewServer(httpapi.New(backend, httpapi.Options{AuthToken: "tok"}))
 	t.Cleanup(srv.Close)
 	c := client.New(srv.URL, &client.Options{Token: "tok"})
 	back := newBackend(c, slog.New(slog.DiscardHandler))

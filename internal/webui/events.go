@@ -57,7 +57,9 @@ const (
 // events is GET /ui/events: Server-Sent Events. "audit" events carry one
 // audit record each (as written); "status" events the Status, sent at the
 // start and whenever it changed; "now" the server's time with each
-// status, so that the page counts cooldowns down from the server's clock.
+// status, so that the page counts cooldowns down from the server's clock;
+// "approvals" the calls that wait for an answer ({"approvals": [...]}), at
+// the start and whenever the list changes.
 func (u *UI) events(w http.ResponseWriter, r *http.Request) {
 	headers(w)
 	rc := http.NewResponseController(w)
@@ -124,7 +126,23 @@ func (u *UI) events(w http.ResponseWriter, r *http.Request) {
 		return nil
 	}
 
-	if sendStatus() != nil {
+	var approvalsChanged <-chan struct{}
+	sendApprovals := func() error {
+		if u.opts.Approvals == nil {
+			return nil
+		}
+		approvalsChanged = u.opts.Approvals.Changed() // before reading, as for the audit log
+		list := u.opts.Approvals.Pending()
+		if list == nil {
+			list = []proto.ApprovalRequest{}
+		}
+		b, err := json.Marshal(proto.ApprovalList{Approvals: list})
+		if err != nil {
+			return err
+		}
+		return send("approvals", b)
+	}
+	if sendStatus() != nil || sendApprovals() != nil {
 		return
 	}
 	var changed <-chan struct{}
@@ -147,6 +165,10 @@ func (u *UI) events(w http.ResponseWriter, r *http.Request) {
 		case <-changed:
 			changed = u.opts.Audit.Changed() // before reading: a record written during the read is not missed
 			if sendAudit() != nil || sendStatus() != nil {
+				return
+			}
+		case <-approvalsChanged:
+			if sendApprovals() != nil {
 				return
 			}
 		case <-tick.C:

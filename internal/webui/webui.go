@@ -47,10 +47,21 @@ type Options struct {
 	Audit AuditReader
 	// Chat runs the Chat view's prompts.
 	Chat Chat
+	// Approvals are the tool calls that wait for a human's answer, shown
+	// as a banner; nil: none. The page answers through POST
+	// /api/approvals/{id}.
+	Approvals Approvals
 	// StatusEvery is how often the health snapshot is taken to see whether
 	// it changed (default 1 s); an audit record takes one at once.
 	StatusEvery time.Duration
 	Logger      *slog.Logger
+}
+
+// Approvals lists the calls that wait for approval (the gateway's broker).
+type Approvals interface {
+	Pending() []proto.ApprovalRequest
+	// Changed is closed when the list may have changed.
+	Changed() <-chan struct{}
 }
 
 // Router is where the console registers its routes: *httpapi.Server.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/beige-dev/beige/internal/approval"
 	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/plugin"
 )
@@ -27,6 +28,7 @@ type fakePC struct {
 	settings   map[string]map[string]any
 	running    map[string]context.CancelCauseFunc
 	sessMu     map[string]*sync.Mutex
+	broker     *approval.Broker // approval requests (approvals_test.go); nil: none
 }
 
 func newFakePC(agents ...string) *fakePC {

@@ -54,6 +54,8 @@ type run struct {
 	jobs sync.WaitGroup // the commands and prompts running
 	done chan struct{}  // closed when the run has ended
 
+	approvals *approvals // nil when the gateway offers none
+
 	mu       sync.Mutex
 	draining bool   // Stop was called: no more work is started
 	username string // the bot's @username, without "@"; "" until known
@@ -102,7 +104,7 @@ func newRun(ctx context.Context, p *Plugin, pc plugin.PluginContext) (*run, erro
 		bot.WithErrorsHandler(r.pollError),
 		bot.WithDefaultHandler(r.onUpdate),
 		bot.WithNotAsyncHandlers(),
-		bot.WithAllowedUpdates(bot.AllowedUpdates{"message"}),
+		bot.WithAllowedUpdates(bot.AllowedUpdates{"message", "callback_query"}),
 		bot.WithWorkers(1),
 	)
 	if err != nil {
@@ -146,6 +148,7 @@ func (r *run) start() error {
 	for _, in := range left {
 		r.dispatch(in)
 	}
+	r.startApprovals()
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -316,6 +319,9 @@ func (r *run) logSendError(t target, err error) {
 func (r *run) onUpdate(_ context.Context, _ *bot.Bot, upd *models.Update) {
 	if upd == nil || r.ctx.Err() != nil {
 		return
+	}
+	if upd.CallbackQuery != nil {
+		r.onCallback(upd.CallbackQuery)
 	}
 	in := r.intake(upd)
 	if in != nil && in.Text != "" {

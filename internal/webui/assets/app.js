@@ -410,12 +410,44 @@ function tickCooldowns() {
 }
 setInterval(tickCooldowns, 1000);
 
+// ---- approvals ----
+// A banner per tool call that waits for a human: what would run (as text,
+// never HTML) and three answers. The first answer on any channel wins; the
+// banner goes when the "approvals" event no longer lists the call.
+function renderApprovals({ approvals }) {
+  const box = $("approvals");
+  box.replaceChildren();
+  for (const a of approvals || []) {
+    const row = el("div", "approval");
+    row.dataset.id = a.id;
+    const what = [a.tool, ...(a.args || [])].join(" ");
+    row.append(el("span", "approval-text", `${a.agent} wants to run: `), el("code", "approval-call", what),
+      el("span", "muted", ` (rule ${a.rule}${a.session ? ", session " + a.session : ""})`));
+    const answer = (decision) => async () => {
+      for (const b of row.querySelectorAll("button")) b.disabled = true;
+      try {
+        await postJSON(`/api/approvals/${encodeURIComponent(a.id)}`, { decision, via: "webui", by: "console" });
+      } catch (e) {
+        note(`approval: ${e.message}`, true);
+      }
+    };
+    for (const [label, decision] of [["Approve", "approve"], ["Deny", "deny"], ["Always for this session", "always"]]) {
+      const b = el("button", "approval-" + decision, label);
+      b.addEventListener("click", answer(decision));
+      row.append(b);
+    }
+    box.append(row);
+  }
+  box.hidden = !box.childElementCount;
+}
+
 // ---- live updates ----
 function connect() {
   const es = new EventSource("/ui/events");
   es.addEventListener("hello", () => $("conn").classList.add("live"));
   es.addEventListener("audit", (ev) => addRecord(JSON.parse(ev.data)));
   es.addEventListener("status", (ev) => renderStatus(JSON.parse(ev.data)));
+  es.addEventListener("approvals", (ev) => renderApprovals(JSON.parse(ev.data)));
   es.addEventListener("error", () => $("conn").classList.remove("live"));
 }
 
