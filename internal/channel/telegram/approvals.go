@@ -26,7 +26,7 @@ var approvalCodes = map[string]string{"a": "approve", "d": "deny", "s": "always"
 // approvalMsg is where a request was asked.
 type approvalMsg struct {
 	t  target
-	id int // the message's id
+	id int // the message's id; 0 while it is being sent
 }
 
 type approvals struct {
@@ -116,6 +116,12 @@ func (r *run) showApproval(e plugin.ApprovalEvent) {
 		}
 		return
 	}
+	// Known before the message is sent: a tap can come in before
+	// sendMessage's answer does (the user has the message first), and is
+	// then checked against the chat alone.
+	a.mu.Lock()
+	a.sent[e.ID] = approvalMsg{t: t}
+	a.mu.Unlock()
 	button := func(text, code string) models.InlineKeyboardButton {
 		return models.InlineKeyboardButton{Text: text, CallbackData: approvalPrefix + e.ID + ":" + code}
 	}
@@ -126,13 +132,16 @@ func (r *run) showApproval(e plugin.ApprovalEvent) {
 			{button("Always for this session", "s")},
 		}},
 	})
+	a.mu.Lock()
+	if err != nil {
+		delete(a.sent, e.ID)
+	} else if _, still := a.sent[e.ID]; still {
+		a.sent[e.ID] = approvalMsg{t: t, id: msg.ID}
+	}
+	a.mu.Unlock()
 	if err != nil {
 		r.logSendError(t, r.apiError("sendMessage", err))
-		return
 	}
-	a.mu.Lock()
-	a.sent[e.ID] = approvalMsg{t: t, id: msg.ID}
-	a.mu.Unlock()
 }
 
 // onCallback answers a tap on an approval button.
@@ -163,7 +172,7 @@ func (r *run) onCallback(q *models.CallbackQuery) {
 	m, sent := a.sent[id]
 	a.mu.Unlock()
 	msg := q.Message.Message
-	if !sent || msg == nil || msg.Chat.ID != m.t.chatID || msg.ID != m.id {
+	if !sent || msg == nil || msg.Chat.ID != m.t.chatID || (m.id != 0 && msg.ID != m.id) {
 		reply("This request is no longer waiting.")
 		return
 	}
