@@ -14,12 +14,14 @@ import (
 // the console shows a banner; Approve lets it run, Deny refuses it with
 // the reason, and the audit log names the console as the approver.
 func TestBrowserApproval(t *testing.T) {
-	b := newBrowser(t)
 	pa := llmtest.NewAnthropic(t)
 	g := startGateway(t,
 		fmt.Sprintf(`pa: { api: "anthropic-messages", baseUrl: %q, apiKey: "ka" }`, pa.URL()),
 		map[string]string{"worker": `model: { provider: 'pa', model: 'model-a' }, approval: { exec: ["git push*"] }`},
 		[]string{"worker"})
+	// The browser after the gateway: its cleanups (the console check,
+	// closing the tab) run before the gateway shuts down under the page.
+	b := newBrowser(t)
 	worker := g.agents[0]
 	b.login(g.URL())
 

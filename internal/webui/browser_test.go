@@ -292,10 +292,12 @@ func (b *browser) login(url string) {
 // that makes the model call exec twice streams its answer, shows both calls
 // with their exit codes, and the page shows the text the session file has.
 func TestBrowserChat(t *testing.T) {
-	b := newBrowser(t)
 	model := llmtest.NewAnthropic(t)
 	g := startGateway(t, fmt.Sprintf(`scripted: { api: "anthropic-messages", baseUrl: %q, apiKey: "k" }`, model.URL()),
 		map[string]string{"chat": "model: { provider: 'scripted', model: 'claude-sonnet-4-5' }"}, []string{"chat"})
+	// The browser after the gateway: its cleanups (the console check,
+	// closing the tab) run before the gateway shuts down under the page.
+	b := newBrowser(t)
 	agent := g.agents[0]
 	b.login(g.URL())
 
@@ -479,7 +481,6 @@ func sessionAnswer(t *testing.T, dir, key string) string {
 // within 1 s, and its filter narrows the list to that agent; Health shows
 // a provider's cooldown after a scripted 429, with the time left.
 func TestBrowserActivityAndHealth(t *testing.T) {
-	b := newBrowser(t)
 	pa, pb := llmtest.NewAnthropic(t), llmtest.NewAnthropic(t)
 	g := startGateway(t,
 		fmt.Sprintf(`pa: { api: "anthropic-messages", baseUrl: %q, apiKey: "ka" }, pb: { api: "anthropic-messages", baseUrl: %q, apiKey: "kb" }`, pa.URL(), pb.URL()),
@@ -487,6 +488,9 @@ func TestBrowserActivityAndHealth(t *testing.T) {
 			"worker": "model: { provider: 'pa', model: 'model-a' }, fallbackModels: [{ provider: 'pb', model: 'model-b' }]",
 			"nogit":  "model: { provider: 'pa', model: 'model-a' }",
 		}, []string{"worker", "nogit"})
+	// The browser after the gateway: its cleanups (the console check,
+	// closing the tab) run before the gateway shuts down under the page.
+	b := newBrowser(t)
 	worker, nogit := g.agents[0], g.agents[1]
 	b.login(g.URL())
 	b.eval(`(document.querySelector('nav button[data-view="activity"]').click(), 1)`, nil)
