@@ -25,8 +25,8 @@ func newApprovals(cfg *config.Config, log *slog.Logger) *approval.Broker {
 		if a.Approval.Empty() {
 			continue
 		}
-		rules[name] = approval.Rules{Exec: a.Approval.Exec, Tools: a.Approval.Tools, Timeout: a.Approval.Timeout()}
-		log.Info("tool calls of this agent wait for approval", "agent", name, "exec", a.Approval.Exec, "tools", a.Approval.Tools, "timeout", a.Approval.Timeout())
+		rules[name] = approval.Rules{Exec: a.Approval.Exec, Tools: a.Approval.Tools, Egress: a.Approval.Egress, Timeout: a.Approval.Timeout()}
+		log.Info("tool calls of this agent wait for approval", "agent", name, "exec", a.Approval.Exec, "tools", a.Approval.Tools, "egress", a.Approval.Egress, "timeout", a.Approval.Timeout())
 	}
 	return approval.New(approval.Options{
 		Rules:  func(agent string) approval.Rules { return rules[agent] },
