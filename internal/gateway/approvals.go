@@ -112,6 +112,9 @@ func (pc *pluginContext) SubscribeApprovals(f func(plugin.ApprovalEvent)) func()
 		}
 		if !ev.Pending {
 			ev.Outcome = outcomeText(e.Outcome)
+			if e.Request.Tool == approval.EgressTool && e.Outcome.Approved && e.Outcome.Answer.Decision == approval.Always {
+				ev.Outcome = "approved for this host:port by " + e.Outcome.Answer.Who()
+			}
 		}
 		f(ev)
 	})
