@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -46,7 +47,35 @@ func ParseDecision(s string) (Decision, error) {
 type Rules struct {
 	Exec    []string
 	Tools   []string
+	Egress  []string
 	Timeout time.Duration
+}
+
+// EgressTool is the Tool of a request for a connection through the egress
+// proxy; its Args are the "host:port" and the method (CONNECT, GET, …).
+const EgressTool = "egress"
+
+// MatchEgress returns the first egress rule that matches a connection to
+// host (a lower-case name or an address) and port: a pattern with a ":"
+// matches "host:port", where an IPv6 host is in brackets ("[fd00::1]:443",
+// "[fd00::*]:*"); any other pattern matches the host alone. Patterns are
+// compared in lower case. The rule comes back as "egress:<pattern>".
+func (r Rules) MatchEgress(host string, port int) (string, bool) {
+	hp := host
+	if strings.Contains(host, ":") {
+		hp = "[" + host + "]"
+	}
+	hp += ":" + strconv.Itoa(port)
+	for _, p := range r.Egress {
+		lp, s := strings.ToLower(p), host
+		if strings.Contains(lp, ":") {
+			s = hp
+		}
+		if Match(lp, s) {
+			return "egress:" + p, true
+		}
+	}
+	return "", false
 }
 
 // Match returns the first rule that matches a call of tool with args:
@@ -189,6 +218,18 @@ func (b *Broker) Rule(agent, tool string, args []string) (rule string, timeout t
 	return rule, timeout, ok
 }
 
+// EgressRule returns the rule of agent that asks for a connection to host
+// and port through the egress proxy, and the timeout of its answer.
+func (b *Broker) EgressRule(agent, host string, port int) (rule string, timeout time.Duration, ok bool) {
+	r := b.rules(agent)
+	rule, ok = r.MatchEgress(host, port)
+	timeout = r.Timeout
+	if timeout <= 0 {
+		timeout = 300 * time.Second
+	}
+	return rule, timeout, ok
+}
+
 // Remembered reports whether "always" was answered for agent, session and
 // rule. A call without a session is never remembered.
 func (b *Broker) Remembered(agent, session, rule string) bool {
@@ -200,12 +241,45 @@ func (b *Broker) Remembered(agent, session, rule string) bool {
 	return b.always[alwaysKey{agent, session, rule}]
 }
 
+// EgressRemembered reports whether "always" was answered for a connection
+// of agent to hostPort through the egress proxy.
+func (b *Broker) EgressRemembered(agent, hostPort string) bool {
+	return b.remembered(Request{Agent: agent, Tool: EgressTool, Args: []string{hostPort}})
+}
+
+// rememberKey is what an "always" answer to req approves from then on: the
+// same rule in the same session for a tool call (none without a session);
+// for a connection of the egress proxy, which has no session, the same
+// agent and "host:port" (Args[0]), whatever the rule.
+func rememberKey(req Request) (alwaysKey, bool) {
+	if req.Tool == EgressTool {
+		if len(req.Args) == 0 || req.Session != "" {
+			return alwaysKey{}, false
+		}
+		return alwaysKey{agent: req.Agent, rule: EgressTool + " " + req.Args[0]}, true
+	}
+	if req.Session == "" {
+		return alwaysKey{}, false
+	}
+	return alwaysKey{req.Agent, req.Session, req.Rule}, true
+}
+
+func (b *Broker) remembered(req Request) bool {
+	k, ok := rememberKey(req)
+	if !ok {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.always[k]
+}
+
 // Wait registers req (its ID, Created and Expires are set here), tells the
 // subscribers, and waits for the first answer, timeout, or ctx. A request
 // whose rule was answered "always" in its session is approved at once.
 // ctx ending is an error (the call is not run).
 func (b *Broker) Wait(ctx context.Context, req Request, timeout time.Duration) (Outcome, error) {
-	if b.Remembered(req.Agent, req.Session, req.Rule) {
+	if b.remembered(req) {
 		return Outcome{Approved: true, Remembered: true, Timeout: timeout}, nil
 	}
 	var id [12]byte
@@ -249,8 +323,8 @@ func (b *Broker) Wait(ctx context.Context, req Request, timeout time.Duration) (
 		default:
 		}
 	}
-	if out.Answer.Decision == Always && req.Session != "" {
-		b.always[alwaysKey{req.Agent, req.Session, req.Rule}] = true
+	if k, ok := rememberKey(req); ok && out.Answer.Decision == Always {
+		b.always[k] = true
 	}
 	b.mu.Unlock()
 	if err != nil {

@@ -155,9 +155,10 @@ type Approval struct {
 	// same text followed by " " and more, so "github" asks for every call
 	// of the github tool and "git push" for "git push origin main".
 	Tools []string `json:"tools"`
-	// Egress patterns would match the host of a sandbox's connection
-	// through the egress proxy; not enforced yet, so any entry is refused
-	// by validation rather than silently ignored.
+	// Egress patterns match a sandbox's connection through the egress
+	// proxy (network mode "proxy") that sandbox.egress allows: a pattern
+	// with a ":" matches "host:port" (an IPv6 host in brackets), any other
+	// the host alone, e.g. "*", "*.github.com", "example.com:443".
 	Egress []string `json:"egress"`
 	// TimeoutSeconds is how long a call waits for an answer before it is
 	// denied (default 300).

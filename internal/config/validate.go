@@ -415,8 +415,12 @@ func (v *validator) approval(path string, a Approval) {
 			v.errorAt(fmt.Sprintf("%s.tools[%d]", path, i), "%v", err)
 		}
 	}
-	for i := range a.Egress {
-		v.errorAt(fmt.Sprintf("%s.egress[%d]", path, i), "approval of egress connections is not supported yet; use sandbox.egress.allow/deny")
+	for i, p := range a.Egress {
+		if err := approval.CheckPattern(p); err != nil {
+			v.errorAt(fmt.Sprintf("%s.egress[%d]", path, i), "%v", err)
+		} else if strings.ContainsAny(p, " /") {
+			v.errorAt(fmt.Sprintf("%s.egress[%d]", path, i), "pattern %q: want a host or host:port pattern (\"*.github.com\", \"example.com:443\", \"[fd00::*]:*\")", p)
+		}
 	}
 	if a.TimeoutSeconds < 0 || a.TimeoutSeconds > maxApprovalTimeout {
 		v.errorAt(path+".timeoutSeconds", "want a number of seconds between 0 (the default, 300) and %d", maxApprovalTimeout)

@@ -30,6 +30,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/beige-dev/beige/internal/approval"
 	"github.com/beige-dev/beige/internal/audit"
 )
 
@@ -41,6 +42,18 @@ type Auditor interface {
 // Resolver resolves names; net.DefaultResolver is the production one.
 type Resolver interface {
 	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Approver asks a human whether a connection may be made.
+type Approver interface {
+	// EgressRule returns the ask rule of agent that matches host and port,
+	// and how long to wait for an answer.
+	EgressRule(agent, host string, port int) (rule string, timeout time.Duration, ok bool)
+	// EgressRemembered reports whether "always" was answered for agent and
+	// hostPort: the connection goes on without asking.
+	EgressRemembered(agent, hostPort string) bool
+	// Wait asks and waits for the answer, the timeout or ctx.
+	Wait(ctx context.Context, req approval.Request, timeout time.Duration) (approval.Outcome, error)
 }
 
 // Defaults of Options.
@@ -85,6 +98,10 @@ type Options struct {
 	// RootCAs verify the upstream of an intercepted host (default the
 	// gateway host's roots). Tests inject their own.
 	RootCAs *x509.CertPool
+	// Approver, if set, holds every connection the policy allows and one
+	// of the agent's approval.egress rules matches until a human answers
+	// (*approval.Broker is one).
+	Approver Approver
 	// OnConnection, if set, is told of every connection the proxy made or
 	// refused, once it is over (the beige_egress_connections_total counter).
 	OnConnection func(agent string, allowed bool)
@@ -236,7 +253,9 @@ type rec struct {
 	decision Decision
 	err      string
 	injected string // the headers added to an intercepted connection
-	up, down atomic.Int64
+	// approvedBy and approval say how an approval rule was answered.
+	approvedBy, approval string
+	up, down             atomic.Int64
 }
 
 func (p *Proxy) audit(r *rec) {
@@ -247,6 +266,7 @@ func (p *Proxy) audit(r *rec) {
 		Decision: audit.DecisionAllowed, Target: audit.TargetGateway, DurationMs: &ms,
 		Host: r.t.Host(), Port: r.t.Port, Method: r.method, Rule: r.decision.Rule,
 		BytesUp: &up, BytesDown: &down, Error: r.err, Injected: r.injected,
+		ApprovedBy: r.approvedBy, Approval: r.approval,
 	}
 	if !r.decision.Allowed {
 		ar.Decision = audit.DecisionDenied
@@ -324,6 +344,9 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, start time.Time)
 		deny(w, rc.decision)
 		return
 	}
+	if !p.approve(w, r, rc) {
+		return
+	}
 	up, d, err := p.dial(r.Context(), t)
 	if d.Rule != "" {
 		rc.decision.Rule = d.Rule
@@ -379,6 +402,68 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, start time.Time)
 	}
 }
 
+// approve asks the Approver about a connection the policy allowed, when
+// one of the agent's rules matches it: a pending record first, then the
+// wait, bounded by the rule's timeout and by r's context (the sandbox
+// closing its connection). It answers the refusal itself and reports
+// whether the connection may go on; either way rc says how it was decided.
+func (p *Proxy) approve(w http.ResponseWriter, r *http.Request, rc *rec) bool {
+	a := p.opts.Approver
+	if a == nil {
+		return true
+	}
+	rule, timeout, ok := a.EgressRule(p.agent, rc.t.Host(), rc.t.Port)
+	if !ok {
+		return true
+	}
+	if a.EgressRemembered(p.agent, hostPort(rc.t)) {
+		rc.approval = "remembered"
+		return true
+	}
+	if p.opts.Audit != nil {
+		pr := audit.Record{
+			Agent: p.agent, Phase: audit.PhasePending, Type: audit.TypeNet, Tool: "egress",
+			Decision: audit.DecisionPending, Target: audit.TargetGateway,
+			Host: rc.t.Host(), Port: rc.t.Port, Method: rc.method, Rule: rule,
+		}
+		if err := p.opts.Audit.Log(pr); err != nil {
+			p.auditBroken.Store(true)
+			p.log.Error("cannot write the audit record of an egress connection that waits for approval; refusing it", "host", pr.Host, "port", pr.Port, "err", err)
+			rc.decision = Decision{Rule: "audit", Reason: "the audit log could not be written"}
+			fail(w, http.StatusServiceUnavailable, "the gateway cannot write its audit log, so no connection is made")
+			return false
+		}
+	}
+	out, err := a.Wait(r.Context(), approval.Request{
+		Agent: p.agent, Tool: approval.EgressTool, Args: []string{hostPort(rc.t), rc.method}, Rule: rule,
+	}, timeout)
+	if err == nil && out.Approved {
+		rc.approvedBy, rc.approval = out.Answer.Who(), string(out.Answer.Decision)
+		if out.Remembered {
+			rc.approvedBy, rc.approval = "", "remembered"
+		}
+		p.log.Info("egress connection approved", "host", rc.t.Host(), "port", rc.t.Port, "rule", rule, "by", rc.approvedBy, "approval", rc.approval)
+		return true
+	}
+	rc.decision = Decision{Rule: rule}
+	switch {
+	case err != nil:
+		rc.approval = "canceled"
+		rc.decision.Reason = "the connection was closed while it waited for approval"
+	case out.TimedOut:
+		rc.approval = "timeout"
+		rc.decision.Reason = fmt.Sprintf("%s waited for approval (rule %s) and got no answer within %s s", rc.t, rule, strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64))
+	default:
+		rc.approval, rc.approvedBy = string(out.Answer.Decision), out.Answer.Who()
+		rc.decision.Reason = fmt.Sprintf("%s waited for approval (rule %s) and was denied by %s", rc.t, rule, out.Answer.Who())
+	}
+	p.log.Info("egress connection not approved", "host", rc.t.Host(), "port", rc.t.Port, "rule", rule, "approval", rc.approval, "by", rc.approvedBy)
+	if err == nil {
+		deny(w, rc.decision)
+	}
+	return false
+}
+
 func (p *Proxy) track(c net.Conn, add bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -416,6 +501,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, start time.Time)
 	rc.decision = p.pol.Check(t)
 	if !rc.decision.Allowed {
 		deny(w, rc.decision)
+		return
+	}
+	if !p.approve(w, r, rc) {
 		return
 	}
 	// The URL must dial the target just checked: put it back in canonical

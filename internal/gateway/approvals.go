@@ -25,8 +25,8 @@ func newApprovals(cfg *config.Config, log *slog.Logger) *approval.Broker {
 		if a.Approval.Empty() {
 			continue
 		}
-		rules[name] = approval.Rules{Exec: a.Approval.Exec, Tools: a.Approval.Tools, Timeout: a.Approval.Timeout()}
-		log.Info("tool calls of this agent wait for approval", "agent", name, "exec", a.Approval.Exec, "tools", a.Approval.Tools, "timeout", a.Approval.Timeout())
+		rules[name] = approval.Rules{Exec: a.Approval.Exec, Tools: a.Approval.Tools, Egress: a.Approval.Egress, Timeout: a.Approval.Timeout()}
+		log.Info("tool calls of this agent wait for approval", "agent", name, "exec", a.Approval.Exec, "tools", a.Approval.Tools, "egress", a.Approval.Egress, "timeout", a.Approval.Timeout())
 	}
 	return approval.New(approval.Options{
 		Rules:  func(agent string) approval.Rules { return rules[agent] },
@@ -112,6 +112,9 @@ func (pc *pluginContext) SubscribeApprovals(f func(plugin.ApprovalEvent)) func()
 		}
 		if !ev.Pending {
 			ev.Outcome = outcomeText(e.Outcome)
+			if e.Request.Tool == approval.EgressTool && e.Outcome.Approved && e.Outcome.Answer.Decision == approval.Always {
+				ev.Outcome = "approved for this host:port by " + e.Outcome.Answer.Who()
+			}
 		}
 		f(ev)
 	})

@@ -53,6 +53,9 @@ func (a *agentRuntime) openEgress() error {
 		opts = *a.g.opts.Egress
 		opts.Audit, opts.Logger = a.g.audit, a.g.log.With("component", "egress")
 	}
+	if a.g.approvals != nil {
+		opts.Approver = a.g.approvals
+	}
 	m := a.g.metrics
 	opts.OnConnection = func(agent string, allowed bool) {
 		d := metrics.DecisionDeny

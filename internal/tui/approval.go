@@ -7,6 +7,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/beige-dev/beige/internal/approval"
 	"github.com/beige-dev/beige/internal/proto"
 )
 
@@ -67,7 +68,9 @@ func (m *model) onApprovals(msg approvalsMsg) tea.Cmd {
 		return nil
 	}
 	for i, a := range msg.list {
-		if a.Agent == m.ag.name() && a.Session == m.key {
+		// A connection of the agent's sandbox through the egress proxy
+		// belongs to no session: every terminal of that agent is asked.
+		if a.Agent == m.ag.name() && (a.Session == m.key || a.Session == "" && a.Tool == approval.EgressTool) {
 			m.approval = &msg.list[i]
 			break
 		}
@@ -109,5 +112,9 @@ func (m *model) onApprovalAnswered(msg approvalAnsweredMsg) tea.Cmd {
 func (m *model) approvalLine() string {
 	a := m.approval
 	call := strings.Join(append([]string{a.Tool}, a.Args...), " ")
-	return "approve " + liveTail(call) + "?  y = approve · n = deny · a = always for this session"
+	always := "always for this session"
+	if a.Tool == approval.EgressTool {
+		always = "always for this host:port"
+	}
+	return "approve " + liveTail(call) + "?  y = approve · n = deny · a = " + always
 }

@@ -30,6 +30,17 @@ func (g approvalGateway) Exec(ctx context.Context, a string, req proto.ExecReque
 		}
 		return proto.TextResult("Exit code: 0\npushed by "+o.Answer.Who(), false), nil
 	}
+	if strings.Contains(string(req.Params), "wget") {
+		// The sandbox's connection asks, with no session.
+		o, err := g.b.Wait(ctx, approval.Request{Agent: a, Tool: "egress", Args: []string{"x.org:443", "CONNECT"}, Rule: "egress:*"}, time.Minute)
+		if err != nil {
+			return proto.TextResult("", true), err
+		}
+		if !o.Approved {
+			return proto.TextResult("Exit code: 1\n403 Forbidden: denied by "+o.Answer.Who(), true), nil
+		}
+		return proto.TextResult("Exit code: 0\nfetched, approved by "+o.Answer.Who(), false), nil
+	}
 	return g.gateway.Exec(ctx, a, req)
 }
 
@@ -69,5 +80,22 @@ func TestApprovalPrompt(t *testing.T) {
 		if tr := last[len(last)-1].ToolResult; tr == nil || !strings.Contains(tr.Text(), tc.want) {
 			t.Errorf("%s: the model got %+v, want %q", tc.key, last[len(last)-1], tc.want)
 		}
+	}
+}
+
+// TestApprovalPromptEgress: a connection of the agent's sandbox, which has
+// no session, is shown to the agent's terminal while its turn runs.
+func TestApprovalPromptEgress(t *testing.T) {
+	b := approval.New(approval.Options{})
+	f := newFixtureWith(t, func(gw *gateway) any { return approvalGateway{gw, b} })
+	f.gw.script(call("exec", `{"command":"wget https://x.org/"}`), say("ok fetched"))
+	f.enter("fetch it")
+	f.waitScreen("approve egress x.org:443 CONNECT?  y = approve · n = deny · a = always for this host:port")
+	f.p.Send(tea.KeyPressMsg{Code: 'y', Text: "y"})
+	f.waitFor("ok fetched")
+	n := f.gw.chatCount()
+	last := f.gw.chat(n - 1).Context.Messages
+	if tr := last[len(last)-1].ToolResult; tr == nil || !strings.Contains(tr.Text(), "approved by terminal via tui") {
+		t.Errorf("the model got %+v", last[len(last)-1])
 	}
 }

@@ -421,7 +421,8 @@ function renderApprovals({ approvals }) {
     const row = el("div", "approval");
     row.dataset.id = a.id;
     const what = [a.tool, ...(a.args || [])].join(" ");
-    row.append(el("span", "approval-text", `${a.agent} wants to run: `), el("code", "approval-call", what),
+    const egress = a.tool === "egress"; // a sandbox's connection: no session, "always" is per host:port
+    row.append(el("span", "approval-text", egress ? `${a.agent}'s sandbox wants to connect: ` : `${a.agent} wants to run: `), el("code", "approval-call", what),
       el("span", "muted", ` (rule ${a.rule}${a.session ? ", session " + a.session : ""})`));
     const answer = (decision) => async () => {
       for (const b of row.querySelectorAll("button")) b.disabled = true;
@@ -431,7 +432,7 @@ function renderApprovals({ approvals }) {
         note(`approval: ${e.message}`, true);
       }
     };
-    for (const [label, decision] of [["Approve", "approve"], ["Deny", "deny"], ["Always for this session", "always"]]) {
+    for (const [label, decision] of [["Approve", "approve"], ["Deny", "deny"], [egress ? "Always for this host:port" : "Always for this session", "always"]]) {
       const b = el("button", "approval-" + decision, label);
       b.addEventListener("click", answer(decision));
       row.append(b);
