@@ -26,6 +26,14 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 		}
 		return nil
 	}
+	// args decodes the call's arguments into v, then checks that the
+	// gateway serves: what most methods do first.
+	args := func(v any) error {
+		if err := decodeArgs(raw, v); err != nil {
+			return err
+		}
+		return need()
+	}
 	switch op {
 	case "prompt":
 		var a struct {
@@ -35,10 +43,7 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 			Channel    string `json:"channel"`
 			Stream     bool   `json:"stream"`
 		}
-		if err := decodeArgs(raw, &a); err != nil {
-			return nil, err
-		}
-		if err := need(); err != nil {
+		if err := args(&a); err != nil {
 			return nil, err
 		}
 		if !slices.Contains(pc.Agents(), a.AgentName) {
@@ -67,10 +72,7 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 			SessionKey string `json:"sessionKey"`
 			AgentName  string `json:"agentName"`
 		}
-		if err := decodeArgs(raw, &a); err != nil {
-			return nil, err
-		}
-		if err := need(); err != nil {
+		if err := args(&a); err != nil {
 			return nil, err
 		}
 		if err := pc.NewSession(ctx, a.AgentName, a.SessionKey); err != nil {
@@ -81,10 +83,7 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 		var a struct {
 			SessionKey string `json:"sessionKey"`
 		}
-		if err := decodeArgs(raw, &a); err != nil {
-			return nil, err
-		}
-		if err := need(); err != nil {
+		if err := args(&a); err != nil {
 			return nil, err
 		}
 		return pc.Settings(a.SessionKey, nil), nil
@@ -93,10 +92,7 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 			SessionKey string         `json:"sessionKey"`
 			Update     map[string]any `json:"update"`
 		}
-		if err := decodeArgs(raw, &a); err != nil {
-			return nil, err
-		}
-		if err := need(); err != nil {
+		if err := args(&a); err != nil {
 			return nil, err
 		}
 		for k, v := range a.Update {
@@ -109,10 +105,7 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 		var a struct {
 			SessionKey string `json:"sessionKey"`
 		}
-		if err := decodeArgs(raw, &a); err != nil {
-			return nil, err
-		}
-		if err := need(); err != nil {
+		if err := args(&a); err != nil {
 			return nil, err
 		}
 		for k := range pc.Settings(a.SessionKey, nil) {
@@ -125,10 +118,7 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 		var a struct {
 			SessionKey string `json:"sessionKey"`
 		}
-		if err := decodeArgs(raw, &a); err != nil {
-			return nil, err
-		}
-		if err := need(); err != nil {
+		if err := args(&a); err != nil {
 			return nil, err
 		}
 		for _, ag := range pc.Agents() {
@@ -149,10 +139,7 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 		var a struct {
 			SessionKey string `json:"sessionKey"`
 		}
-		if err := decodeArgs(raw, &a); err != nil {
-			return nil, err
-		}
-		if err := need(); err != nil {
+		if err := args(&a); err != nil {
 			return nil, err
 		}
 		agent, err := sessionAgent(ctx, pc, a.SessionKey)
@@ -219,10 +206,7 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 			AgentName  string         `json:"agentName"`
 			Metadata   map[string]any `json:"metadata"`
 		}
-		if err := decodeArgs(raw, &a); err != nil {
-			return nil, err
-		}
-		if err := need(); err != nil {
+		if err := args(&a); err != nil {
 			return nil, err
 		}
 		if !slices.Contains(pc.Agents(), a.AgentName) {
