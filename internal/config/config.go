@@ -111,6 +111,13 @@ type Plugin struct {
 	// TypeScript/JavaScript plugin may take before its host is killed and
 	// restarted (default 900, as the exec tool's).
 	Timeout float64 `json:"timeout"`
+	// Egress is the policy of a TypeScript/JavaScript plugin's egress
+	// proxy, the same shape as sandbox.egress. Absent, the plugin reaches
+	// every public destination on any port; loopback, private, link-local
+	// and other special addresses and the gateway host's own are refused
+	// unless an address rule in Allow names them. Each connection is
+	// audited with agent "plugin:<name>".
+	Egress Egress `json:"egress"`
 
 	// Manifest is the plugin.json read from Path (nil for built-in plugins
 	// until the plugin registry fills it in).

@@ -663,3 +663,53 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestPluginEgress: plugins.<p>.egress has sandbox.egress's shape and rules,
+// errors point at the key in the file, and it is refused on a plugin the
+// egress proxy does not serve (a built-in, a "run" plugin), where it would
+// only look like a confinement.
+func TestPluginEgress(t *testing.T) {
+	cases := []struct {
+		name   string
+		plugin string // plugins.ts or plugins.git
+		want   []string
+	}{
+		{"absent", `ts: { path: "plugins/ts" }`, nil},
+		{"valid", `ts: { path: "plugins/ts", egress: { allow: ["api.github.com:443", "*.npmjs.org", "10.0.0.0/8"], deny: ["evil.example"], credentials: [{ host: "api.github.com", header: "Authorization", value: "Bearer x" }] } }`, nil},
+		{"empty allow", `ts: { path: "plugins/ts", egress: { allow: [] } }`, nil},
+		{"bad rules", `ts: { path: "plugins/ts", egress: { allow: ["ok.org", "x.org:99999"], deny: ["[::1"] } }`,
+			[]string{`plugins.ts.egress.allow[1]: rule "x.org:99999": invalid port "99999"`, `plugins.ts.egress.deny[0]: rule "[::1": missing ']'`}},
+		{"position", `ts: { path: "plugins/ts", egress: { allow: [""] } }`,
+			[]string{`config.json5:11:45: plugins.ts.egress.allow[0]: empty rule`}},
+		{"bad credentials", `ts: { path: "plugins/ts", egress: { credentials: [{ host: "*.github.com", header: "Host", value: "" }] } }`,
+			[]string{`plugins.ts.egress.credentials[0].host: want a host name without wildcard or port, got "*.github.com"`, `plugins.ts.egress.credentials[0].header: want an HTTP header name other than Host, got "Host"`, `plugins.ts.egress.credentials[0].value: want a non-empty value`}},
+		{"not a script plugin", `git: { path: "plugins/git", egress: { allow: ["x.org"] } }`,
+			[]string{`plugins.git.egress: plugin "git" is not a TypeScript/JavaScript plugin; egress applies only to those`}},
+		{"built-in", `web: { egress: { deny: [] } }`,
+			[]string{`plugins.web.egress: plugin "web" is not a TypeScript/JavaScript plugin; egress applies only to those`}},
+		{"unknown key", `ts: { path: "plugins/ts", egress: { alow: ["x.org"] } }`,
+			[]string{`plugins.ts.egress.alow: unknown key "alow" (did you mean "allow"?)`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.write("plugins/ts/plugin.json", `{"name":"ts","description":"d"}`)
+			f.write("plugins/ts/index.ts", `export function createPlugin() {}`)
+			f.write("plugins/git/plugin.json", `{"name":"git","description":"d"}`)
+			p := f.write("config.json5", minimal("", "", "plugins: {\n"+c.plugin+" },"))
+			opts := &LoadOptions{Builtins: map[string]*Manifest{"git": {Name: "git"}, "web": {Name: "web"}},
+				CheckNode: func(string) error { return nil }}
+			cfg, err := Load(p, opts)
+			if c.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("loaded %+v; want errors %q", cfg.Plugins, c.want)
+			}
+			wantErrors(t, err, c.want...)
+		})
+	}
+}

@@ -197,7 +197,17 @@ func (v *validator) plugins() {
 			v.cfg.Plugins[name] = &Plugin{}
 			p = v.cfg.Plugins[name]
 		}
+		v.egress(path+".egress", p.Egress)
+		// The egress proxy serves only TypeScript/JavaScript plugins: a key
+		// that does nothing must not look like a confinement.
+		egressSet := p.Egress.Allow != nil || p.Egress.Deny != nil || p.Egress.Credentials != nil
+		notScript := func() {
+			if egressSet {
+				v.errorAt(path+".egress", "plugin %q is not a TypeScript/JavaScript plugin; egress applies only to those", name)
+			}
+		}
 		if p.Path == "" {
+			notScript()
 			if m, ok := v.builtins[name]; ok {
 				p.Manifest = m
 				continue
@@ -228,6 +238,7 @@ func (v *validator) plugins() {
 			}
 			continue
 		}
+		notScript()
 		if m.Run == nil && v.builtins != nil {
 			if _, ok := v.builtins[m.Name]; !ok {
 				v.errorAt(path+".path", "plugin.json of %q has no \"run\" command, its folder no index.ts or index.js, and no plugin %q is built into beige", name, m.Name)
@@ -491,28 +502,7 @@ func (v *validator) sandbox(path string, s *Sandbox) {
 	case n != "" && !networkRE.MatchString(n):
 		v.errorAt(path+".network", "want \"proxy\", \"none\", \"open\" or a Docker network name, got %q", n)
 	}
-	for i, r := range s.Egress.Allow {
-		if _, err := egress.ParseRule(r); err != nil {
-			v.errorAt(fmt.Sprintf("%s.egress.allow[%d]", path, i), "%v", err)
-		}
-	}
-	for i, r := range s.Egress.Deny {
-		if _, err := egress.ParseRule(r); err != nil {
-			v.errorAt(fmt.Sprintf("%s.egress.deny[%d]", path, i), "%v", err)
-		}
-	}
-	for i, c := range s.Egress.Credentials {
-		cp := fmt.Sprintf("%s.egress.credentials[%d]", path, i)
-		if _, err := egress.CredentialHost(c.Host); err != nil {
-			v.errorAt(cp+".host", "%v", err)
-		}
-		if !headerNameRE.MatchString(c.Header) || strings.EqualFold(c.Header, "Host") {
-			v.errorAt(cp+".header", "want an HTTP header name other than Host, got %q", c.Header)
-		}
-		if c.Value == "" || strings.ContainsAny(c.Value, "\r\n\x00") {
-			v.errorAt(cp+".value", "want a non-empty value without line breaks")
-		}
-	}
+	v.egress(path+".egress", s.Egress)
 	for _, k := range sortedKeys(s.ExtraEnv) {
 		kp := joinPath(path+".extraEnv", k)
 		switch {
@@ -522,6 +512,33 @@ func (v *validator) sandbox(path string, s *Sandbox) {
 			v.errorAt(kp, "%s is set by beige and cannot be overridden", k)
 		case (s.Network == "" || s.Network == NetworkProxy) && slices.Contains(proxyEnv, k):
 			v.errorAt(kp, "%s is set by beige in the \"proxy\" network mode (the sandbox's egress proxy)", k)
+		}
+	}
+}
+
+// egress checks an egress policy (sandbox.egress, plugins.<p>.egress) at
+// path.
+func (v *validator) egress(path string, e Egress) {
+	for i, r := range e.Allow {
+		if _, err := egress.ParseRule(r); err != nil {
+			v.errorAt(fmt.Sprintf("%s.allow[%d]", path, i), "%v", err)
+		}
+	}
+	for i, r := range e.Deny {
+		if _, err := egress.ParseRule(r); err != nil {
+			v.errorAt(fmt.Sprintf("%s.deny[%d]", path, i), "%v", err)
+		}
+	}
+	for i, c := range e.Credentials {
+		cp := fmt.Sprintf("%s.credentials[%d]", path, i)
+		if _, err := egress.CredentialHost(c.Host); err != nil {
+			v.errorAt(cp+".host", "%v", err)
+		}
+		if !headerNameRE.MatchString(c.Header) || strings.EqualFold(c.Header, "Host") {
+			v.errorAt(cp+".header", "want an HTTP header name other than Host, got %q", c.Header)
+		}
+		if c.Value == "" || strings.ContainsAny(c.Value, "\r\n\x00") {
+			v.errorAt(cp+".value", "want a non-empty value without line breaks")
 		}
 	}
 }
