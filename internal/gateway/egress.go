@@ -48,24 +48,9 @@ func (a *agentRuntime) openEgress() error {
 		ln.Close()
 		return fmt.Errorf("egress socket of agent %q: %w", a.name, err)
 	}
-	opts := egress.Options{Audit: a.g.audit, Logger: a.g.log.With("component", "egress")}
-	if a.g.opts.Egress != nil {
-		opts = *a.g.opts.Egress
-		opts.Audit, opts.Logger = a.g.audit, a.g.log.With("component", "egress")
-	}
-	if a.g.approvals != nil {
-		opts.Approver = a.g.approvals
-	}
-	m := a.g.metrics
-	opts.OnConnection = func(agent string, allowed bool) {
-		d := metrics.DecisionDeny
-		if allowed {
-			d = metrics.DecisionAllow
-		}
-		m.EgressConnection(agent, d)
-	}
+	opts := a.g.egressOptions()
 	if len(s.Egress.Credentials) > 0 {
-		if err := a.credentials(&opts); err != nil {
+		if err := a.g.egressCredentials(&opts, a.g.home.SocketDir(a.name), s.Egress.Credentials, fmt.Sprintf("sandbox.egress.credentials of agent %q", a.name)); err != nil {
 			ln.Close()
 			return err
 		}
@@ -102,23 +87,45 @@ const EgressCAFile = "egress-ca.pem"
 // that is not intercepted.
 var egressCAEnv = []string{"NODE_EXTRA_CA_CERTS", "DENO_CERT"}
 
-// credentials loads (or makes) the home's CA, puts its certificate in the
-// agent's socket folder and gives the proxy the credentials to inject.
-func (a *agentRuntime) credentials(opts *egress.Options) error {
-	g := a.g
+// egressOptions are the options of an egress proxy of this gateway (an
+// agent's or a plugin's): its audit log, approvals and metrics.
+func (g *Gateway) egressOptions() egress.Options {
+	opts := egress.Options{}
+	if g.opts.Egress != nil {
+		opts = *g.opts.Egress
+	}
+	opts.Audit, opts.Logger = g.audit, g.log.With("component", "egress")
+	if g.approvals != nil {
+		opts.Approver = g.approvals
+	}
+	m := g.metrics
+	opts.OnConnection = func(agent string, allowed bool) {
+		d := metrics.DecisionDeny
+		if allowed {
+			d = metrics.DecisionAllow
+		}
+		m.EgressConnection(agent, d)
+	}
+	return opts
+}
+
+// egressCredentials loads (or makes) the home's CA, puts its certificate
+// (EgressCAFile) in dir, the proxy's socket folder, and gives the proxy the
+// credentials to inject; what names the config key for errors.
+func (g *Gateway) egressCredentials(opts *egress.Options, dir string, creds []config.EgressCredential, what string) error {
 	g.caOnce.Do(func() { g.ca, g.caErr = egress.LoadOrCreateCA(g.home.EgressCADir()) })
 	if g.caErr != nil {
 		return fmt.Errorf("egress CA: %w", g.caErr)
 	}
-	if err := atomicfile.WriteIfChanged(filepath.Join(g.home.SocketDir(a.name), EgressCAFile), g.ca.CertPEM(), 0o644); err != nil {
-		return fmt.Errorf("egress CA certificate of agent %q: %w", a.name, err)
+	if err := atomicfile.WriteIfChanged(filepath.Join(dir, EgressCAFile), g.ca.CertPEM(), 0o644); err != nil {
+		return fmt.Errorf("egress CA certificate for %s: %w", what, err)
 	}
 	opts.CA = g.ca
 	opts.Credentials = nil
-	for _, c := range a.cfg.Sandbox.Egress.Credentials {
+	for _, c := range creds {
 		host, err := egress.CredentialHost(c.Host)
 		if err != nil {
-			return fmt.Errorf("sandbox.egress.credentials of agent %q: %w", a.name, err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		opts.Credentials = append(opts.Credentials, egress.Credential{Host: host, Header: c.Header, Value: c.Value})
 	}

@@ -111,6 +111,11 @@ type Gateway struct {
 	// auditTail is the web console's view of the audit log.
 	auditTail *webui.FileTail
 
+	// pluginEgress are the TypeScript/JavaScript plugins' egress proxies
+	// (openPluginEgress), closed by Shutdown.
+	pluginEgressMu sync.Mutex
+	pluginEgress   []*egress.Proxy
+
 	caOnce sync.Once
 	ca     *egress.CA // the egress proxy's CA, loaded on first need
 	caErr  error
@@ -232,11 +237,13 @@ func Start(ctx context.Context, opts Options) (*Gateway, error) {
 	if err := g.openLLM(); err != nil {
 		return nil, err
 	}
-	g.plugins, err = plugin.NewHost(cfg, &plugin.Options{Home: g.home, Audit: g.audit, Policy: g.policy, Freeze: g.freeze, Logger: g.log.With("component", "plugins")})
+	// Before the plugins: their egress proxies ask through it.
+	g.approvals = newApprovals(cfg, g.log)
+	g.plugins, err = plugin.NewHost(cfg, &plugin.Options{Home: g.home, Audit: g.audit, Policy: g.policy, Freeze: g.freeze, Logger: g.log.With("component", "plugins"),
+		EgressSocket: g.openPluginEgress})
 	if err != nil {
 		return nil, fmt.Errorf("load plugins: %w", err)
 	}
-	g.approvals = newApprovals(cfg, g.log)
 	g.pipe = newPipeline(g.audit, g.policy, g.approvals, g.plugins, red, g.metrics, g.log)
 	g.plugins.SetPipeline(g.pipe)
 	g.runner = tools.NewRunner(g.pipe, g.log.With("component", "tools"))
@@ -420,6 +427,8 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 			errs = append(errs, g.plugins.Close(pctx))
 			cancel()
 		}
+		// After the plugins, which may still be connected through them.
+		errs = append(errs, g.closePluginEgress())
 		if g.runtime != nil && g.ownRuntime {
 			errs = append(errs, g.runtime.Close())
 		}

@@ -61,6 +61,11 @@ type Options struct {
 	// back to the sandbox (redact.Redactor.String); the gateway's pipeline
 	// has its own.
 	Redact func(string) string
+	// EgressSocket, when set, is called once for each TypeScript/JavaScript
+	// plugin as it starts and returns the host path of the Unix socket that
+	// serves its egress proxy (Env.EgressSocket; "": the plugin has no
+	// network). An error fails the plugin's start. The gateway sets it.
+	EgressSocket func(plugin string, cfg *config.Plugin) (string, error)
 }
 
 // Host holds the loaded plugins of one config and runs tool calls. It is
@@ -271,6 +276,13 @@ func (h *Host) load(name string, pc *config.Plugin, builtins map[string]Builtin)
 		}
 		if h.opts.Home.Dir != "" {
 			env.DataDir = filepath.Join(h.opts.Home.DataDir(), name)
+		}
+		if h.opts.EgressSocket != nil {
+			sock, err := h.opts.EgressSocket(name, pc)
+			if err != nil {
+				return fmt.Errorf("plugin %s: egress: %w", name, err)
+			}
+			env.EgressSocket = sock
 		}
 		var err error
 		if p, err = newPlugin(Builtin{New: load}, env); err != nil {

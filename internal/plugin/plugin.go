@@ -113,6 +113,9 @@ type Env struct {
 	// Timeout is plugins.<name>.timeout: how long one tool call of a
 	// TypeScript/JavaScript plugin may take (0: the default).
 	Timeout time.Duration
+	// EgressSocket is the host path of the Unix socket that serves this
+	// plugin's egress proxy ("": none, the plugin has no network).
+	EgressSocket string
 }
 
 // ScriptLoader creates the plugin of a folder with an index.ts or index.js
