@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,5 +92,59 @@ func TestScriptFolders(t *testing.T) {
 	_, err = NewHost(&config.Config{Plugins: map[string]*config.Plugin{"none": {Path: none}}}, &Options{Home: hm, Audit: lg, Builtins: map[string]Builtin{}})
 	if err == nil || !strings.Contains(err.Error(), "no run command, no index.ts or index.js, and no plugin \"none\" is built into beige") {
 		t.Errorf("empty folder: %v", err)
+	}
+}
+
+// TestScriptEgressSocket: Options.EgressSocket is asked once for each
+// TypeScript/JavaScript plugin, with its config, and its answer reaches
+// the plugin as Env.EgressSocket; built-in plugins are not asked (the
+// egress proxy serves script plugins only); an error fails the start,
+// naming the plugin.
+func TestScriptEgressSocket(t *testing.T) {
+	dir := t.TempDir()
+	ts := filepath.Join(dir, "ts")
+	os.MkdirAll(ts, 0o755)
+	os.WriteFile(filepath.Join(ts, "plugin.json"), []byte(`{"name":"ts","description":""}`), 0o644)
+	os.WriteFile(filepath.Join(ts, "index.ts"), []byte("export function createPlugin() {}"), 0o644)
+	rec := &recorder{}
+	var envs []Env
+	old := scriptLoader
+	t.Cleanup(func() { SetScriptLoader(old) })
+	SetScriptLoader(func(env Env) (Plugin, error) {
+		envs = append(envs, env)
+		return startRecorder{name: env.Name, rec: rec, RegisterFunc: func(r *Registrar) error { return nil }}, nil
+	})
+	pcTS := &config.Plugin{Path: ts, Egress: config.Egress{Allow: []string{"x.org"}}}
+	cfg := &config.Config{
+		Plugins:     map[string]*config.Plugin{"ts": pcTS, "echo": {}},
+		PluginOrder: []string{"ts", "echo"},
+	}
+	lg, _ := audit.Open(filepath.Join(dir, "audit.jsonl"), nil)
+	defer lg.Close()
+	hm := home.Home{Dir: filepath.Join(dir, "home")}
+	var asked []string
+	opts := &Options{Home: hm, Audit: lg, Builtins: map[string]Builtin{"echo": echoBuiltin("echo", rec, nil)},
+		EgressSocket: func(name string, pc *config.Plugin) (string, error) {
+			asked = append(asked, name)
+			if pc != pcTS {
+				t.Errorf("EgressSocket(%q) got config %+v", name, pc)
+			}
+			return "/h/sockets/_plugins/" + name + "/egress.sock", nil
+		}}
+	h, err := NewHost(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close(context.Background())
+	if len(asked) != 1 || asked[0] != "ts" {
+		t.Errorf("EgressSocket asked for %q; want only the script plugin ts", asked)
+	}
+	if len(envs) != 1 || envs[0].EgressSocket != "/h/sockets/_plugins/ts/egress.sock" {
+		t.Errorf("script plugin env: %+v", envs)
+	}
+
+	opts.EgressSocket = func(string, *config.Plugin) (string, error) { return "", errors.New("socket folder is writable by others") }
+	if _, err := NewHost(cfg, opts); err == nil || !strings.Contains(err.Error(), "plugin ts: egress: socket folder is writable by others") {
+		t.Errorf("a failing EgressSocket: %v", err)
 	}
 }
