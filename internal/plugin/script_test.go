@@ -143,7 +143,9 @@ func TestScriptEgressSocket(t *testing.T) {
 		t.Errorf("script plugin env: %+v", envs)
 	}
 
-	opts.EgressSocket = func(string, *config.Plugin) (string, error) { return "", errors.New("socket folder is writable by others") }
+	opts.EgressSocket = func(string, *config.Plugin) (string, error) {
+		return "", errors.New("socket folder is writable by others")
+	}
 	if _, err := NewHost(cfg, opts); err == nil || !strings.Contains(err.Error(), "plugin ts: egress: socket folder is writable by others") {
 		t.Errorf("a failing EgressSocket: %v", err)
 	}
