@@ -70,6 +70,7 @@ function asyncCall(op, args, onEvent) {
 let instance = null;
 const tools = new Map();
 const hooks = new Map();
+let channelAdapter = null;
 
 function makeContext(init) {
   const frozen = (v) => Object.freeze(structuredClone(v));
@@ -136,7 +137,16 @@ function registrar(result) {
       if (!s || typeof s.name !== "string" || typeof s.path !== "string") throw new Error("registrar.skill: a skill needs a name and a path");
       result.skills.push({ name: s.name, path: s.path, description: String(s.description ?? "") });
     },
-    channel(_adapter) { result.channel = true; },
+    // A channel: the gateway registers it under the plugin's name (as the
+    // original does) and sends through it with the channel.send request; its
+    // receiving side runs in the plugin's start().
+    channel(adapter) {
+      if (!adapter || typeof adapter.sendMessage !== "function") throw new Error("registrar.channel: a channel adapter needs a sendMessage method");
+      if (channelAdapter) throw new Error("registrar.channel: a plugin registers one channel");
+      channelAdapter = adapter;
+      result.channel = true;
+      result.channelMessaging = typeof adapter.supportsMessaging === "function" ? !!adapter.supportsMessaging() : true;
+    },
   };
 }
 
@@ -185,7 +195,7 @@ const ops = {
       throw new Error(`createPlugin() failed: ${errText(e)}`);
     }
     if (!instance || typeof instance.register !== "function") throw new Error("createPlugin() returned no object with a register() method");
-    const result = { tools: [], hooks: [], skills: [], channel: false };
+    const result = { tools: [], hooks: [], skills: [], channel: false, channelMessaging: false };
     try {
       instance.register(registrar(result));
     } catch (e) {
@@ -202,6 +212,12 @@ const ops = {
     return { output, exitCode };
   },
   hook: (a) => runHook(a.hook, a.event ?? {}),
+  async "channel.send"(a) {
+    if (!channelAdapter) throw new Error("the plugin registered no channel");
+    const opts = a.options && typeof a.options === "object" ? a.options : undefined;
+    await channelAdapter.sendMessage(String(a.chatId ?? ""), a.threadId ? String(a.threadId) : undefined, String(a.text ?? ""), opts);
+    return {};
+  },
   async start() { if (instance && typeof instance.start === "function") await instance.start(); return {}; },
   async stop() { if (instance && typeof instance.stop === "function") await instance.stop(); return {}; },
 };

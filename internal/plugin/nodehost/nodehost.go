@@ -81,7 +81,8 @@ type registration struct {
 		Path        string `json:"path"`
 		Description string `json:"description"`
 	} `json:"skills"`
-	Channel bool `json:"channel"`
+	Channel          bool `json:"channel"`
+	ChannelMessaging bool `json:"channelMessaging"`
 }
 
 // New checks the plugin's Node.js and entry file; the host starts in
@@ -193,7 +194,9 @@ func (p *Plugin) Register(r *plugin.Registrar) error {
 	p.mu.Unlock()
 	p.watch(pr)
 	if reg.Channel {
-		p.log.Warn("the plugin registers a channel; channels of TypeScript plugins are not supported yet and it is ignored")
+		if err := r.Channel(&channel{p: p, messaging: reg.ChannelMessaging}); err != nil {
+			return err
+		}
 	}
 	for _, t := range reg.Tools {
 		if err := r.Tool(plugin.Tool{
