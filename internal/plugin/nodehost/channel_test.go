@@ -2,9 +2,13 @@ package nodehost
 
 import (
 	"context"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/beige-dev/beige/internal/plugin"
 )
 
 // chanPlugin registers a channel in the original's format: its adapter
@@ -73,5 +77,82 @@ func TestChannelSendMessage(t *testing.T) {
 	}
 	if resp := f.call("travel", "chanplug"); resp.Output != "42/-: back" {
 		t.Errorf("after the restart the adapter got %+v", resp)
+	}
+}
+
+const senderPlugin = `
+export function createPlugin(config, ctx) {
+  return {
+    register(r) {
+      r.tool({ name: "sender", description: "", handler: async (args) => {
+        const ch = ctx.getChannel(args[0]);
+        if (!ch) return { output: "no channel", exitCode: 0 };
+        await ch.sendMessage(args[1], undefined, args[2]);
+        return { output: "sent, messaging " + ch.supportsMessaging(), exitCode: 0 };
+      }});
+    },
+  };
+}
+`
+
+// goChannel is a channel of the gateway's own (the built-in telegram's
+// place), recording what it sends.
+type goChannel struct {
+	mu   sync.Mutex
+	sent []string
+}
+
+func (c *goChannel) Name() string                                      { return "telegram" }
+func (c *goChannel) Start(context.Context, plugin.PluginContext) error { return nil }
+func (c *goChannel) SupportsMessaging() bool                           { return true }
+func (c *goChannel) SendMessage(_ context.Context, chat, thread, text string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sent = append(c.sent, chat+"/"+thread+": "+text)
+	return nil
+}
+
+type channelsContext struct {
+	fakeContext
+	chans map[string]plugin.Channel
+}
+
+func (c *channelsContext) Channel(name string) (plugin.Channel, bool) {
+	ch, ok := c.chans[name]
+	return ch, ok
+}
+
+// TestGetChannel: ctx.getChannel(name) reaches another TypeScript plugin's
+// channel and a channel of the gateway's own; an unknown name is
+// undefined; the send is logged without its text.
+func TestGetChannel(t *testing.T) {
+	f := mustFixture(t, map[string][]string{"travel": {"chanplug", "sender"}},
+		tsPlugin{name: "chanplug", source: chanPlugin}, tsPlugin{name: "sender", source: senderPlugin})
+	tg := &goChannel{}
+	chans := f.host.Channels()
+	chans["telegram"] = tg
+	if err := f.host.Start(context.Background(), &channelsContext{chans: chans}); err != nil {
+		t.Fatal(err)
+	}
+	if resp := f.call("travel", "sender", "chanplug", "99", "secret words"); resp.Output != "sent, messaging true" {
+		t.Fatalf("%+v\n%s", resp, f.log)
+	}
+	if resp := f.call("travel", "chanplug"); resp.Output != "99/-: secret words" {
+		t.Errorf("the channel plugin got %+v", resp)
+	}
+	if resp := f.call("travel", "sender", "telegram", "5", "hi"); resp.Output != "sent, messaging true" {
+		t.Fatalf("%+v\n%s", resp, f.log)
+	}
+	tg.mu.Lock()
+	if !slices.Equal(tg.sent, []string{"5/: hi"}) {
+		t.Errorf("telegram sent %q", tg.sent)
+	}
+	tg.mu.Unlock()
+	if resp := f.call("travel", "sender", "nosuch", "5", "hi"); resp.Output != "no channel" {
+		t.Errorf("an unknown channel: %+v", resp)
+	}
+	f.log.waitLog(t, `msg="plugin sends a message through a channel" plugin=sender channel=chanplug chat=99`)
+	if strings.Contains(f.log.String(), "secret words") {
+		t.Errorf("the message text is logged:\n%s", f.log)
 	}
 }

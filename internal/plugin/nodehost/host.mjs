@@ -116,7 +116,18 @@ function makeContext(init) {
     getSessionModel: (sessionKey) => syncCall("getSessionModel", { sessionKey }) ?? undefined,
     persistSessionModel: (sessionKey, agentName, provider, modelId) => { syncCall("persistSessionModel", { sessionKey, agentName, provider, modelId }); },
     clearSessionModel: (sessionKey) => { syncCall("clearSessionModel", { sessionKey }); },
-    getChannel: (_name) => undefined,
+    // A channel of the gateway (the built-in telegram, another plugin's):
+    // sends go through the gateway, which logs them.
+    getChannel: (name) => {
+      const c = syncCall("getChannel", { name: String(name) });
+      if (!c) return undefined;
+      return Object.freeze({
+        supportsMessaging: () => !!c.messaging,
+        sendMessage: (chatId, threadId, text, options) =>
+          asyncCall("channel.sendTo", { name: c.name, chatId: String(chatId ?? ""), threadId: threadId ? String(threadId) : "", text: String(text ?? ""), options: options ?? null }).then(() => undefined),
+        sendPhoto: async () => { throw new Error(`channel ${c.name}: sendPhoto is not supported by beige yet`); },
+      });
+    },
   };
 }
 

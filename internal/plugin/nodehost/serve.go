@@ -35,6 +35,8 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 		return need()
 	}
 	switch op {
+	case "getChannel", "channel.sendTo":
+		return p.serveChannel(ctx, op, raw, pc)
 	case "prompt":
 		var a struct {
 			SessionKey string `json:"sessionKey"`

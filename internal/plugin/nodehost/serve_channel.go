@@ -2,6 +2,7 @@ package nodehost
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/beige-dev/beige/internal/plugin"
@@ -44,4 +45,48 @@ func (c *channel) SendMessage(ctx context.Context, chatID, threadID, text string
 		return c.p.callError(ctx, pr, "channel sendMessage", err)
 	}
 	return nil
+}
+
+// serveChannel answers ctx.getChannel (a synchronous call: the channel's
+// name and whether it supports messaging, or null) and the sends of the
+// adapter it returns. Sending through another plugin's channel is allowed,
+// as in the original, and logged (never the text).
+func (p *Plugin) serveChannel(ctx context.Context, op string, raw json.RawMessage, pc plugin.PluginContext) (any, error) {
+	var a struct {
+		Name     string `json:"name"`
+		ChatID   string `json:"chatId"`
+		ThreadID string `json:"threadId"`
+		Text     string `json:"text"`
+		Options  any    `json:"options"`
+	}
+	if err := decodeArgs(raw, &a); err != nil {
+		return nil, err
+	}
+	cl, _ := pc.(plugin.ChannelLookup)
+	if op == "getChannel" {
+		// Before the gateway serves there are no channels to reach.
+		if cl == nil {
+			return nil, nil
+		}
+		ch, ok := cl.Channel(a.Name)
+		if !ok {
+			return nil, nil
+		}
+		return map[string]any{"name": ch.Name(), "messaging": ch.SupportsMessaging()}, nil
+	}
+	if cl == nil {
+		return nil, fmt.Errorf("channel %s: the gateway is not serving yet", a.Name)
+	}
+	ch, ok := cl.Channel(a.Name)
+	if !ok {
+		return nil, fmt.Errorf("no channel %q", a.Name)
+	}
+	if !ch.SupportsMessaging() {
+		return nil, fmt.Errorf("channel %s does not support messaging", a.Name)
+	}
+	p.log.Info("plugin sends a message through a channel", "channel", a.Name, "chat", a.ChatID, "thread", a.ThreadID)
+	if err := ch.SendMessage(ctx, a.ChatID, a.ThreadID, a.Text); err != nil {
+		return nil, fmt.Errorf("channel %s: %w", a.Name, err)
+	}
+	return struct{}{}, nil
 }
