@@ -2,6 +2,7 @@ package nodehost
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,5 +43,32 @@ func TestLateLoadingPluginHooks(t *testing.T) {
 	ev.Prompt = "hello"
 	if err := f.host.RunPrePrompt(context.Background(), ev); err != nil || ev.Prompt != "hello" {
 		t.Errorf("allowed prompt: %v, %q", err, ev.Prompt)
+	}
+}
+
+const downGuardPlugin = `
+export function createPlugin(config, ctx) {
+  return {
+    register(r) {
+      r.tool({ name: "downguard", description: "", handler: async () => process.exit(3) });
+      r.hook("prePrompt", async (ev) => ({ message: ev.message }));
+    },
+  };
+}
+`
+
+// TestPrePromptOfDownPluginFailsClosed: while the host of a plugin that
+// declared a prePrompt hook is down, prompts are refused.
+func TestPrePromptOfDownPluginFailsClosed(t *testing.T) {
+	shortTimeouts(t, 10*time.Second)
+	backoffMin = 3 * time.Second
+	f := mustFixture(t, map[string][]string{"travel": {"downguard"}}, tsPlugin{name: "downguard", source: downGuardPlugin})
+	ev := &plugin.PrePromptEvent{Agent: "travel", Session: proto.SessionContext{SessionKey: "tui:travel:default", Channel: "tui"}, Prompt: "hi"}
+	if err := f.host.RunPrePrompt(context.Background(), ev); err != nil {
+		t.Fatal(err)
+	}
+	f.call("travel", "downguard")
+	if err := f.host.RunPrePrompt(context.Background(), ev); err == nil || !strings.Contains(err.Error(), "plugin downguard is restarting") {
+		t.Errorf("with the host down: %v", err)
 	}
 }
