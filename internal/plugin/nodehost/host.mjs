@@ -194,7 +194,17 @@ async function runHook(name, event) {
 
 const ops = {
   async init(a) {
-    const mod = await import(pathToFileURL(a.entry).href);
+    let mod;
+    try {
+      mod = await import(pathToFileURL(a.entry).href);
+    } catch (e) {
+      // Node's type stripping handles only erasable syntax: an enum, a
+      // namespace or a parameter property needs a real TypeScript loader.
+      if (e && (e.code === "ERR_UNSUPPORTED_TYPESCRIPT_SYNTAX" || e.code === "ERR_INVALID_TYPESCRIPT_SYNTAX")) {
+        throw new Error(`${a.entry} uses TypeScript syntax Node.js cannot strip (${errText(e).split("\n")[0]}); ship tsx with the plugin (node_modules/tsx in its folder) or compile it to JavaScript`);
+      }
+      throw e;
+    }
     let create = mod.createPlugin;
     if (typeof create !== "function" && mod.default) {
       create = typeof mod.default === "function" ? mod.default : mod.default.createPlugin;

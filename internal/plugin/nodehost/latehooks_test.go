@@ -72,3 +72,16 @@ func TestPrePromptOfDownPluginFailsClosed(t *testing.T) {
 		t.Errorf("with the host down: %v", err)
 	}
 }
+
+// TestEnumNeedsTsx: TypeScript that type stripping cannot run (an enum)
+// fails to load with a message that says to ship tsx.
+func TestEnumNeedsTsx(t *testing.T) {
+	f := mustFixture(t, map[string][]string{"travel": {"enumy"}}, tsPlugin{name: "enumy", source: `
+enum Color { Red, Green }
+export function createPlugin(config, ctx) { return { register(r) {} }; }
+`})
+	resp := f.call("travel", "enumy")
+	if resp.Success || !strings.Contains(resp.Error, "ship tsx with the plugin") {
+		t.Errorf("%+v\n%s", resp, f.log)
+	}
+}
