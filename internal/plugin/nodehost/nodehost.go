@@ -134,7 +134,15 @@ func (p *Plugin) spec() *procSpec {
 
 // launch starts a host and runs createPlugin and register in it.
 func (p *Plugin) launch() (*proc, *registration, error) {
-	pr, err := startProc(p.spec())
+	spec := p.spec()
+	tsx, err := tsxImport(p.env.Dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the plugin's tsx: %w", err)
+	}
+	if spec.tsx = tsx; tsx != "" {
+		p.log.Info("running the plugin with the tsx in its folder (worker threads allowed for its loader)", "loader", tsx)
+	}
+	pr, err := startProc(spec)
 	if err != nil {
 		return nil, nil, err
 	}
