@@ -52,7 +52,7 @@ func (p *pluginContext) Prompt(ctx context.Context, req plugin.PromptRequest) (*
 		}
 		p.mu.Unlock()
 	}()
-	opts := &agent.PromptOptions{OnEvent: req.OnEvent}
+	opts := &agent.PromptOptions{OnEvent: req.OnEvent, Channel: req.Channel}
 	if req.OnToolStart != nil {
 		opts.OnToolStart = func(name string, args json.RawMessage) { req.OnToolStart(agent.ToolCallSummary(name, args)) }
 	}

@@ -2,6 +2,7 @@ package nodehost
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -154,5 +155,36 @@ func TestGetChannel(t *testing.T) {
 	f.log.waitLog(t, `msg="plugin sends a message through a channel" plugin=sender channel=chanplug chat=99`)
 	if strings.Contains(f.log.String(), "secret words") {
 		t.Errorf("the message text is logged:\n%s", f.log)
+	}
+}
+
+// channelPromptContext answers a prompt with the channel it was given.
+type channelPromptContext struct{ fakeContext }
+
+func (c *channelPromptContext) Prompt(_ context.Context, r plugin.PromptRequest) (*plugin.PromptResult, error) {
+	return &plugin.PromptResult{Text: "channel=" + r.Channel}, nil
+}
+
+// TestChannelPromptCarriesChannel: a session a TypeScript channel creates
+// with ctx.prompt records the channel's name (whatever its key or
+// opts.channel say); a plugin without a channel names none.
+func TestChannelPromptCarriesChannel(t *testing.T) {
+	const prompter = `
+export function createPlugin(config, ctx) {
+  return { register(r) {
+    r.tool({ name: "%s", description: "", handler: async () => ({ output: await ctx.prompt("other:1", "helper", "hi", { channel: "tui" }), exitCode: 0 }) });
+    %s
+  } };
+}`
+	f := mustFixture(t, map[string][]string{"travel": {"withchan", "nochan"}},
+		tsPlugin{name: "withchan", source: fmt.Sprintf(prompter, "withchan", `r.channel({ sendMessage: async () => {} });`)},
+		tsPlugin{name: "nochan", source: fmt.Sprintf(prompter, "nochan", "")})
+	if err := f.host.Start(context.Background(), &channelPromptContext{}); err != nil {
+		t.Fatal(err)
+	}
+	for tool, want := range map[string]string{"withchan": "channel=withchan", "nochan": "channel="} {
+		if resp := f.call("travel", tool); !resp.Success || resp.Output != want {
+			t.Errorf("%s: got %+v, want %q\n%s", tool, resp, want, f.log)
+		}
 	}
 }

@@ -22,6 +22,18 @@ var _ plugin.Channel = (*channel)(nil)
 
 func (c *channel) Name() string { return c.p.env.Name }
 
+// channelName is the name of the channel the plugin registered ("" for
+// none): the channel its ctx.prompt sessions record (opts.channel is not
+// trusted to name another).
+func (p *Plugin) channelName() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.decl != nil && p.decl.Channel {
+		return p.env.Name
+	}
+	return ""
+}
+
 // Start does nothing: the plugin's start() (called by the Host before the
 // channels start) runs the channel's receiving side.
 func (c *channel) Start(context.Context, plugin.PluginContext) error { return nil }
