@@ -41,6 +41,9 @@ type PromptOptions struct {
 	// message, each assistant reply, each tool result), after it was
 	// recorded.
 	OnMessage func(llm.Message)
+	// Channel, if set, is the session's channel (a plugin channel's
+	// name) instead of the session key's first part.
+	Channel string
 }
 
 // Result is the outcome of one prompt.

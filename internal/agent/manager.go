@@ -249,6 +249,9 @@ func (m *Manager) withTurn(ctx context.Context, agent, sessionKey string, fn fun
 func (m *Manager) prompt(pctx context.Context, agent, sessionKey, message string, opts *PromptOptions, setup *AgentSetup, conv *conversation) (*Result, error) {
 	var err error
 	sc := proto.ParseSessionKey(agent, sessionKey)
+	if opts != nil && opts.Channel != "" {
+		sc.Channel = opts.Channel
+	}
 	if m.hooks != nil {
 		if message, err = m.hooks.PrePrompt(pctx, agent, sessionKey, message); err != nil {
 			return nil, err

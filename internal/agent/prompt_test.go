@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -125,5 +126,18 @@ func TestSeedAgentsMD(t *testing.T) {
 	}
 	if _, err := os.Stat(target); err == nil {
 		t.Error("seed wrote through a symbolic link")
+	}
+}
+
+// TestPromptChannelOption: a prompt's Channel (a plugin channel's name)
+// is the session's channel, not the session key's first part.
+func TestPromptChannelOption(t *testing.T) {
+	e := newEnv(t, wireAnthropic)
+	e.srv.Enqueue(llmtest.Text("ok"))
+	if _, err := e.m.Prompt(context.Background(), testAgent, "api:1", "hello", &PromptOptions{Channel: "github"}); err != nil {
+		t.Fatal(err)
+	}
+	if sys := e.srv.Last().System(); !strings.Contains(sys, "through github") || strings.Contains(sys, "HTTP API") {
+		t.Errorf("system %q", sys)
 	}
 }

@@ -52,7 +52,7 @@ func (p *pluginContext) Prompt(ctx context.Context, req plugin.PromptRequest) (*
 		}
 		p.mu.Unlock()
 	}()
-	opts := &agent.PromptOptions{OnEvent: req.OnEvent}
+	opts := &agent.PromptOptions{OnEvent: req.OnEvent, Channel: req.Channel}
 	if req.OnToolStart != nil {
 		opts.OnToolStart = func(name string, args json.RawMessage) { req.OnToolStart(agent.ToolCallSummary(name, args)) }
 	}
@@ -209,3 +209,12 @@ func (g *Gateway) startChannels() {
 		g.log.Info("channel started", "channel", name)
 	}
 }
+
+// Channel looks a channel up by name for a plugin (ctx.getChannel): the
+// built-in ones and those plugins registered.
+func (c *pluginContext) Channel(name string) (plugin.Channel, bool) {
+	ch, ok := c.g.plugins.Channels()[name]
+	return ch, ok
+}
+
+var _ plugin.ChannelLookup = (*pluginContext)(nil)

@@ -55,6 +55,9 @@ type PromptRequest struct {
 	Agent      string
 	SessionKey string // channel:chatId[:threadId]
 	Message    string
+	// Channel, if set, is the channel the session records (a plugin
+	// channel's name), else the session key's first part.
+	Channel string
 	// OnEvent, if set, receives the model's stream events (text deltas and
 	// so on), for streaming replies.
 	OnEvent func(llm.Event)

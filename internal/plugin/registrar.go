@@ -90,6 +90,14 @@ type Channel interface {
 	SupportsMessaging() bool
 }
 
+// ChannelLookup is what a PluginContext may also offer: the gateway's
+// channels by name (the built-in ones and those plugins registered), for a
+// plugin that sends through another's channel (the original's
+// ctx.getChannel).
+type ChannelLookup interface {
+	Channel(name string) (Channel, bool)
+}
+
 // Registrar is how a plugin declares what it provides, during Register.
 type Registrar struct {
 	h *Host

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/beige-dev/beige/internal/plugin"
@@ -11,7 +12,22 @@ import (
 )
 
 // runHook sends a hook's event to the host and decodes its result.
+//
+// Every hook is registered for every TypeScript plugin, in its config
+// place, so that a plugin that loads late (its first load failed) or
+// restarts with other hooks has the hooks it registers now: a hook the
+// running plugin did not register is skipped. While the host is down, a
+// hook its last register() declared fails (a pre* hook fails closed); one
+// it did not declare, or any hook of a plugin that never loaded, is
+// skipped. The host and its registration are read together, so a call in
+// flight sees one or the other, never a mix.
 func (p *Plugin) runHook(ctx context.Context, name plugin.HookName, event any, out any) error {
+	p.mu.Lock()
+	reg := p.live
+	p.mu.Unlock()
+	if reg == nil || !slices.Contains(reg.Hooks, string(name)) {
+		return errSkipped
+	}
 	pr, err := p.current()
 	if err != nil {
 		return err
@@ -36,6 +52,17 @@ func splitModel(m string) map[string]string {
 	return map[string]string{"provider": prov, "modelId": id}
 }
 
+// errSkipped is runHook's answer for a hook the plugin has not registered.
+var errSkipped = errors.New("hook not registered")
+
+// skipped turns errSkipped into success.
+func skipped(err error) error {
+	if errors.Is(err, errSkipped) {
+		return nil
+	}
+	return err
+}
+
 // errBlocked is a prePrompt hook's block without a reason.
 var errBlocked = errors.New("blocked")
 
@@ -57,7 +84,7 @@ func (p *Plugin) hook(name plugin.HookName) (any, error) {
 				Reason  string `json:"reason"`
 			}
 			if err := p.runHook(ctx, name, e, &r); err != nil {
-				return err
+				return skipped(err)
 			}
 			if r.Block {
 				if r.Reason == "" {
@@ -77,7 +104,7 @@ func (p *Plugin) hook(name plugin.HookName) (any, error) {
 				Block    bool   `json:"block"`
 			}
 			if err := p.runHook(ctx, name, e, &r); err != nil {
-				return err
+				return skipped(err)
 			}
 			if r.Block {
 				return errBlocked
@@ -93,7 +120,7 @@ func (p *Plugin) hook(name plugin.HookName) (any, error) {
 				Reason string `json:"reason"`
 			}
 			if err := p.runHook(ctx, name, e, &r); err != nil {
-				return err
+				return skipped(err)
 			}
 			if !r.Allow {
 				if r.Reason == "" {
@@ -109,29 +136,29 @@ func (p *Plugin) hook(name plugin.HookName) (any, error) {
 				"toolName": ev.Tool, "args": nonNil(ev.Args), "sessionKey": ev.Session.SessionKey, "agentName": ev.Agent,
 				"result": map[string]any{"output": ev.Result.Output, "exitCode": ev.Result.ExitCode},
 			}
-			return p.runHook(ctx, name, e, nil)
+			return skipped(p.runHook(ctx, name, e, nil))
 		}), nil
 	case plugin.HookSessionCreated:
 		return plugin.SessionCreatedHook(func(ctx context.Context, ev *plugin.SessionCreatedEvent) error {
-			return p.runHook(ctx, name, sess(ev.Agent, ev.Session), nil)
+			return skipped(p.runHook(ctx, name, sess(ev.Agent, ev.Session), nil))
 		}), nil
 	case plugin.HookSessionDisposed:
 		return plugin.SessionDisposedHook(func(ctx context.Context, ev *plugin.SessionDisposedEvent) error {
-			return p.runHook(ctx, name, sess(ev.Agent, ev.Session), nil)
+			return skipped(p.runHook(ctx, name, sess(ev.Agent, ev.Session), nil))
 		}), nil
 	case plugin.HookModelSwitched:
 		return plugin.ModelSwitchedHook(func(ctx context.Context, ev *plugin.ModelSwitchedEvent) error {
 			e := sess(ev.Agent, ev.Session)
 			e["previousModel"], e["newModel"], e["reason"] = splitModel(ev.From), splitModel(ev.To), ev.Reason
-			return p.runHook(ctx, name, e, nil)
+			return skipped(p.runHook(ctx, name, e, nil))
 		}), nil
 	case plugin.HookGatewayStarted:
 		return plugin.GatewayStartedHook(func(ctx context.Context, _ *plugin.GatewayStartedEvent) error {
-			return p.runHook(ctx, name, map[string]any{}, nil)
+			return skipped(p.runHook(ctx, name, map[string]any{}, nil))
 		}), nil
 	case plugin.HookGatewayShutdown:
 		return plugin.GatewayShutdownHook(func(ctx context.Context, _ *plugin.GatewayShutdownEvent) error {
-			return p.runHook(ctx, name, map[string]any{}, nil)
+			return skipped(p.runHook(ctx, name, map[string]any{}, nil))
 		}), nil
 	}
 	return nil, fmt.Errorf("plugin %s: register() registered unknown hook %q (known: %v)", p.env.Name, name, plugin.HookNames)

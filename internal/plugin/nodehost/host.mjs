@@ -70,6 +70,7 @@ function asyncCall(op, args, onEvent) {
 let instance = null;
 const tools = new Map();
 const hooks = new Map();
+let channelAdapter = null;
 
 function makeContext(init) {
   const frozen = (v) => Object.freeze(structuredClone(v));
@@ -115,7 +116,18 @@ function makeContext(init) {
     getSessionModel: (sessionKey) => syncCall("getSessionModel", { sessionKey }) ?? undefined,
     persistSessionModel: (sessionKey, agentName, provider, modelId) => { syncCall("persistSessionModel", { sessionKey, agentName, provider, modelId }); },
     clearSessionModel: (sessionKey) => { syncCall("clearSessionModel", { sessionKey }); },
-    getChannel: (_name) => undefined,
+    // A channel of the gateway (the built-in telegram, another plugin's):
+    // sends go through the gateway, which logs them.
+    getChannel: (name) => {
+      const c = syncCall("getChannel", { name: String(name) });
+      if (!c) return undefined;
+      return Object.freeze({
+        supportsMessaging: () => !!c.messaging,
+        sendMessage: (chatId, threadId, text, options) =>
+          asyncCall("channel.sendTo", { name: c.name, chatId: String(chatId ?? ""), threadId: threadId ? String(threadId) : "", text: String(text ?? ""), options: options ?? null }).then(() => undefined),
+        sendPhoto: async () => { throw new Error(`channel ${c.name}: sendPhoto is not supported by beige yet`); },
+      });
+    },
   };
 }
 
@@ -136,7 +148,16 @@ function registrar(result) {
       if (!s || typeof s.name !== "string" || typeof s.path !== "string") throw new Error("registrar.skill: a skill needs a name and a path");
       result.skills.push({ name: s.name, path: s.path, description: String(s.description ?? "") });
     },
-    channel(_adapter) { result.channel = true; },
+    // A channel: the gateway registers it under the plugin's name (as the
+    // original does) and sends through it with the channel.send request; its
+    // receiving side runs in the plugin's start().
+    channel(adapter) {
+      if (!adapter || typeof adapter.sendMessage !== "function") throw new Error("registrar.channel: a channel adapter needs a sendMessage method");
+      if (channelAdapter) throw new Error("registrar.channel: a plugin registers one channel");
+      channelAdapter = adapter;
+      result.channel = true;
+      result.channelMessaging = typeof adapter.supportsMessaging === "function" ? !!adapter.supportsMessaging() : true;
+    },
   };
 }
 
@@ -173,7 +194,17 @@ async function runHook(name, event) {
 
 const ops = {
   async init(a) {
-    const mod = await import(pathToFileURL(a.entry).href);
+    let mod;
+    try {
+      mod = await import(pathToFileURL(a.entry).href);
+    } catch (e) {
+      // Node's type stripping handles only erasable syntax: an enum, a
+      // namespace or a parameter property needs a real TypeScript loader.
+      if (e && (e.code === "ERR_UNSUPPORTED_TYPESCRIPT_SYNTAX" || e.code === "ERR_INVALID_TYPESCRIPT_SYNTAX")) {
+        throw new Error(`${a.entry} uses TypeScript syntax Node.js cannot strip (${errText(e).split("\n")[0]}); ship tsx with the plugin (node_modules/tsx in its folder) or compile it to JavaScript`);
+      }
+      throw e;
+    }
     let create = mod.createPlugin;
     if (typeof create !== "function" && mod.default) {
       create = typeof mod.default === "function" ? mod.default : mod.default.createPlugin;
@@ -185,7 +216,7 @@ const ops = {
       throw new Error(`createPlugin() failed: ${errText(e)}`);
     }
     if (!instance || typeof instance.register !== "function") throw new Error("createPlugin() returned no object with a register() method");
-    const result = { tools: [], hooks: [], skills: [], channel: false };
+    const result = { tools: [], hooks: [], skills: [], channel: false, channelMessaging: false };
     try {
       instance.register(registrar(result));
     } catch (e) {
@@ -202,6 +233,12 @@ const ops = {
     return { output, exitCode };
   },
   hook: (a) => runHook(a.hook, a.event ?? {}),
+  async "channel.send"(a) {
+    if (!channelAdapter) throw new Error("the plugin registered no channel");
+    const opts = a.options && typeof a.options === "object" ? a.options : undefined;
+    await channelAdapter.sendMessage(String(a.chatId ?? ""), a.threadId ? String(a.threadId) : undefined, String(a.text ?? ""), opts);
+    return {};
+  },
   async start() { if (instance && typeof instance.start === "function") await instance.start(); return {}; },
   async stop() { if (instance && typeof instance.stop === "function") await instance.stop(); return {}; },
 };

@@ -59,6 +59,7 @@ type Plugin struct {
 	stopped  bool
 	pc       plugin.PluginContext
 	decl     *registration // what the first register() declared
+	live     *registration // what the latest register() declared (its hooks run)
 	restarts int
 	since    time.Time // when the current host became ready
 	wake     chan struct{}
@@ -81,7 +82,8 @@ type registration struct {
 		Path        string `json:"path"`
 		Description string `json:"description"`
 	} `json:"skills"`
-	Channel bool `json:"channel"`
+	Channel          bool `json:"channel"`
+	ChannelMessaging bool `json:"channelMessaging"`
 }
 
 // New checks the plugin's Node.js and entry file; the host starts in
@@ -132,7 +134,15 @@ func (p *Plugin) spec() *procSpec {
 
 // launch starts a host and runs createPlugin and register in it.
 func (p *Plugin) launch() (*proc, *registration, error) {
-	pr, err := startProc(p.spec())
+	spec := p.spec()
+	tsx, err := tsxImport(p.env.Dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the plugin's tsx: %w", err)
+	}
+	if spec.tsx = tsx; tsx != "" {
+		p.log.Info("running the plugin with the tsx in its folder (worker threads allowed for its loader)", "loader", tsx)
+	}
+	pr, err := startProc(spec)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -185,15 +195,27 @@ func (p *Plugin) Register(r *plugin.Registrar) error {
 				return err
 			}
 		}
+		if err := p.registerHooks(r); err != nil {
+			return err
+		}
 		p.watch(nil)
 		return nil
 	}
+	for _, h := range reg.Hooks {
+		if _, err := p.hook(plugin.HookName(h)); err != nil {
+			pr.kill("bad register answer")
+			<-pr.done
+			return err
+		}
+	}
 	p.mu.Lock()
-	p.proc, p.decl, p.since = pr, reg, time.Now()
+	p.proc, p.decl, p.live, p.since = pr, reg, reg, time.Now()
 	p.mu.Unlock()
 	p.watch(pr)
 	if reg.Channel {
-		p.log.Warn("the plugin registers a channel; channels of TypeScript plugins are not supported yet and it is ignored")
+		if err := r.Channel(&channel{p: p, messaging: reg.ChannelMessaging}); err != nil {
+			return err
+		}
 	}
 	for _, t := range reg.Tools {
 		if err := r.Tool(plugin.Tool{
@@ -203,14 +225,8 @@ func (p *Plugin) Register(r *plugin.Registrar) error {
 			return err
 		}
 	}
-	for _, h := range reg.Hooks {
-		fn, err := p.hook(plugin.HookName(h))
-		if err != nil {
-			return err
-		}
-		if err := r.Hook(plugin.HookName(h), fn); err != nil {
-			return err
-		}
+	if err := p.registerHooks(r); err != nil {
+		return err
 	}
 	for _, s := range reg.Skills {
 		path := s.Path
@@ -223,6 +239,21 @@ func (p *Plugin) Register(r *plugin.Registrar) error {
 			return fmt.Errorf("plugin %s: skill %q: %s is outside the plugin's folder", p.env.Name, s.Name, s.Path)
 		}
 		if err := r.Skill(plugin.Skill{Name: s.Name, Description: s.Description, Path: path}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// registerHooks registers every hook for the plugin (see runHook): which
+// of them run follows what the running host's register() declared.
+func (p *Plugin) registerHooks(r *plugin.Registrar) error {
+	for _, h := range plugin.HookNames {
+		fn, err := p.hook(h)
+		if err != nil {
+			return err
+		}
+		if err := r.Hook(h, fn); err != nil {
 			return err
 		}
 	}
@@ -253,6 +284,7 @@ func (p *Plugin) watch(pr *proc) {
 	p.watchWG.Add(1)
 	go func() {
 		defer p.watchWG.Done()
+		var reg *registration
 		for {
 			if pr != nil {
 				<-pr.done
@@ -286,9 +318,9 @@ func (p *Plugin) watch(pr *proc) {
 				p.mu.Lock()
 				started := p.started
 				p.mu.Unlock()
-				npr, err := p.relaunch(started)
+				npr, nreg, err := p.relaunch(started)
 				if err == nil {
-					pr = npr
+					pr, reg = npr, nreg
 					break
 				}
 				wait = min(wait*2, backoffMax)
@@ -308,17 +340,24 @@ func (p *Plugin) watch(pr *proc) {
 				<-pr.done
 				return
 			}
-			p.proc, p.since = pr, time.Now()
+			p.proc, p.live, p.since = pr, reg, time.Now()
 			p.mu.Unlock()
 			p.log.Info("plugin host restarted")
 		}
 	}()
 }
 
-func (p *Plugin) relaunch(start bool) (*proc, error) {
+func (p *Plugin) relaunch(start bool) (*proc, *registration, error) {
 	pr, reg, err := p.launch()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	for _, h := range reg.Hooks {
+		if _, err := p.hook(plugin.HookName(h)); err != nil {
+			pr.kill("bad register answer")
+			<-pr.done
+			return nil, nil, err
+		}
 	}
 	p.mu.Lock()
 	first := p.decl
@@ -327,9 +366,9 @@ func (p *Plugin) relaunch(start bool) (*proc, error) {
 	}
 	p.mu.Unlock()
 	if first == nil && len(reg.Hooks) > 0 {
-		p.log.Warn("the plugin loaded late; its hooks are not registered until the gateway restarts", "hooks", reg.Hooks)
+		p.log.Info("the plugin loaded late; its hooks run from now on", "hooks", reg.Hooks)
 	} else if first != nil && !sameRegistration(first, reg) {
-		p.log.Warn("the restarted plugin declared other tools or hooks than at first; the gateway keeps the first ones")
+		p.log.Warn("the restarted plugin declared other tools than at first; the gateway keeps the first tools, its hooks are the new ones", "hooks", reg.Hooks)
 	}
 	if start {
 		ctx, cancel := context.WithTimeout(context.Background(), lifecycleTimeout)
@@ -337,10 +376,10 @@ func (p *Plugin) relaunch(start bool) (*proc, error) {
 		if _, err := pr.call(ctx, "start", struct{}{}); err != nil {
 			pr.kill("start failed")
 			<-pr.done
-			return nil, fmt.Errorf("start(): %w", err)
+			return nil, nil, fmt.Errorf("start(): %w", err)
 		}
 	}
-	return pr, nil
+	return pr, reg, nil
 }
 
 func sameRegistration(a, b *registration) bool {

@@ -29,6 +29,7 @@ type procSpec struct {
 	// allowRead and allowWrite are more host paths the plugin may use
 	// (plugins.<name>.allowRead/allowWrite).
 	allowRead, allowWrite []string
+	tsx                   string // file: URL of the plugin's own tsx loader, or ""
 	log                   *slog.Logger
 	// serve answers the host's ctx calls.
 	// notify, when not nil, sends an event about this call to the host
@@ -79,6 +80,10 @@ func nodeArgs(n Node, s *procSpec) []string {
 	}
 	if n.needsStripFlag() {
 		args = append(args, "--experimental-strip-types")
+	}
+	if s.tsx != "" {
+		// tsx registers its loader on a hooks thread (node:module register).
+		args = append(args, "--allow-worker", "--import", s.tsx)
 	}
 	return append(args, "--input-type=module", "--eval", hostScript)
 }

@@ -35,6 +35,8 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 		return need()
 	}
 	switch op {
+	case "getChannel", "channel.sendTo":
+		return p.serveChannel(ctx, op, raw, pc)
 	case "prompt":
 		var a struct {
 			SessionKey string `json:"sessionKey"`
@@ -49,7 +51,7 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 		if !slices.Contains(pc.Agents(), a.AgentName) {
 			return nil, fmt.Errorf("ctx.prompt: unknown agent %q", a.AgentName)
 		}
-		req := plugin.PromptRequest{Agent: a.AgentName, SessionKey: a.SessionKey, Message: a.Message}
+		req := plugin.PromptRequest{Agent: a.AgentName, SessionKey: a.SessionKey, Message: a.Message, Channel: p.channelName()}
 		if a.Stream && notify != nil {
 			// promptStreaming: text deltas, and the start of each assistant
 			// turn (onAssistantTurnStart), as events of this call.

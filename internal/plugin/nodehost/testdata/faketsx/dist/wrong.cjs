@@ -1,0 +1,1 @@
+throw new Error("the fake tsx was resolved through the wrong condition");
