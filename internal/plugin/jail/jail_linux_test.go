@@ -5,6 +5,7 @@ package jail
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -32,5 +33,63 @@ func TestNetworkNamespaceHasOnlyLoopback(t *testing.T) {
 	}
 	if len(ifaces) != 1 || ifaces[0] != "lo" {
 		t.Fatalf("interfaces in jail = %v, want only lo", ifaces)
+	}
+}
+
+// TestJailSeesOnlyItsFolders: a shell in the jail sees the system folders
+// and the folders it was given, nothing else of the host (not the folder
+// next to them, not /root, not /var/run), cannot write a read-only folder,
+// can write its read-write one, and has no capabilities.
+func TestJailSeesOnlyItsFolders(t *testing.T) {
+	if err := Probe(); err != nil {
+		t.Skipf("kernel refuses the jail's namespaces here: %v", err)
+	}
+	home := t.TempDir()
+	ro, rw, other := filepath.Join(home, "plugin"), filepath.Join(home, "data"), filepath.Join(home, "other")
+	for _, d := range []string{ro, rw, other} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(ro, "code"), []byte("code"), 0o644)
+	os.WriteFile(filepath.Join(other, "secret"), []byte("secret"), 0o644)
+	os.WriteFile(filepath.Join(home, "config.json5"), []byte("{}"), 0o644)
+	script := `
+cat ` + ro + `/code; echo
+cat ` + other + `/secret 2>/dev/null && echo READ-OTHER
+cat ` + home + `/config.json5 2>/dev/null && echo READ-CONFIG
+ls /var/run/docker.sock 2>/dev/null && echo SEES-DOCKER
+ls /root 2>/dev/null && echo SEES-ROOT
+echo x > ` + ro + `/new 2>/dev/null && echo WROTE-RO
+echo x > ` + rw + `/new && echo wrote-rw
+grep CapEff /proc/self/status
+grep NoNewPrivs /proc/self/status
+echo pid $$
+`
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip(err)
+	}
+	cmd, err := Command(t.Context(), Spec{Path: sh, Args: []string{"-c", script}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: rw, ReadOnly: []string{ro}, ReadWrite: []string{rw}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("jail: %v\n%s", err, out)
+	}
+	got := string(out)
+	for _, bad := range []string{"READ-OTHER", "READ-CONFIG", "SEES-DOCKER", "SEES-ROOT", "WROTE-RO"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("jail output has %s:\n%s", bad, got)
+		}
+	}
+	for _, want := range []string{"code\n", "wrote-rw", "CapEff:\t0000000000000000", "NoNewPrivs:\t1", "pid 1\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("jail output lacks %q:\n%s", want, got)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(rw, "new")); err != nil || string(b) != "x\n" {
+		t.Errorf("write in the read-write folder: %q, %v", b, err)
 	}
 }
