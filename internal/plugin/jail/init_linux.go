@@ -183,6 +183,11 @@ func bind(root string, m mount) error {
 		return nil
 	}
 	fi, err := os.Stat(m.source)
+	if errors.Is(err, os.ErrNotExist) {
+		// Nothing there, nothing to see (a missing allowRead folder
+		// gives no access, as Node's permission model does).
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("bind %s: %w", m.source, err)
 	}

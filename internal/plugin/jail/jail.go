@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
 // Arg is the hidden first argument of the jail init.
@@ -81,6 +82,9 @@ func Command(ctx context.Context, spec Spec) (*exec.Cmd, error) {
 	if err := spec.check(); err != nil {
 		return nil, fmt.Errorf("plugin jail: %w", err)
 	}
+	if err := Available(); err != nil {
+		return nil, fmt.Errorf("no plugin jail available: %w", err)
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("plugin jail: find own binary: %w", err)
@@ -97,6 +101,12 @@ func Command(ctx context.Context, spec Spec) (*exec.Cmd, error) {
 	}
 	return cmd, nil
 }
+
+var probe = sync.OnceValue(Probe)
+
+// Available reports, once per process, whether plugin hosts can be jailed
+// here (see Probe); the error says why not.
+func Available() error { return probe() }
 
 // Probe reports whether the kernel lets this process create the namespaces a
 // plugin host runs in, by starting `true` in them. The error says why not.

@@ -11,10 +11,13 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/beige-dev/beige/internal/plugin/jail"
 )
 
 //go:embed host.mjs
@@ -29,7 +32,15 @@ type procSpec struct {
 	// allowRead and allowWrite are more host paths the plugin may use
 	// (plugins.<name>.allowRead/allowWrite).
 	allowRead, allowWrite []string
-	log                   *slog.Logger
+	// egressSocket is the host path of the plugin's egress proxy socket
+	// ("": the jailed host has no network at all).
+	egressSocket string
+	// unconfined runs the host without the namespace jail
+	// (plugins.<name>.confine: false).
+	unconfined bool
+	// allowChildProcess passes --allow-child-process.
+	allowChildProcess bool
+	log               *slog.Logger
 	// serve answers the host's ctx calls.
 	// notify, when not nil, sends an event about this call to the host
 	// before the answer (the text deltas of a streaming prompt).
@@ -77,6 +88,9 @@ func nodeArgs(n Node, s *procSpec) []string {
 	for _, d := range s.allowWrite {
 		args = append(args, "--allow-fs-read="+d, "--allow-fs-write="+d)
 	}
+	if s.allowChildProcess {
+		args = append(args, "--allow-child-process")
+	}
 	if n.needsStripFlag() {
 		args = append(args, "--experimental-strip-types")
 	}
@@ -110,17 +124,13 @@ func startProc(spec *procSpec) (*proc, error) {
 		return nil, fmt.Errorf("create pipes: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, spec.node.Path, nodeArgs(spec.node, spec)...)
-	cmd.Dir = spec.dataDir
-	cmd.Env = []string{
-		"PATH=/usr/local/bin:/usr/bin:/bin",
-		"HOME=" + spec.dataDir,
-		"NODE_ENV=production",
-		"LANG=C.UTF-8",
-		"TZ=" + tzName(),
+	cmd, err := hostCommand(ctx, spec)
+	if err != nil {
+		cancel()
+		closeAll()
+		return nil, err
 	}
 	cmd.ExtraFiles = []*os.File{inR, outW, syR}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 2 * time.Second
 	stdout := &logWriter{log: spec.log, stream: "stdout"}
@@ -175,6 +185,47 @@ func startProc(spec *procSpec) (*proc, error) {
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// hostCommand is the command of the host: node in the plugin's jail, or
+// node itself when the plugin is unconfined.
+func hostCommand(ctx context.Context, spec *procSpec) (*exec.Cmd, error) {
+	env := []string{
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"HOME=" + spec.dataDir,
+		"NODE_ENV=production",
+		"LANG=C.UTF-8",
+		"TZ=" + tzName(),
+	}
+	if spec.unconfined {
+		cmd := exec.CommandContext(ctx, spec.node.Path, nodeArgs(spec.node, spec)...)
+		cmd.Dir = spec.dataDir
+		cmd.Env = env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		return cmd, nil
+	}
+	if spec.egressSocket != "" {
+		proxy := "http://" + jail.ProxyAddr
+		env = append(env, "HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy, "http_proxy="+proxy, "https_proxy="+proxy, "NO_PROXY=", "NODE_USE_ENV_PROXY=1")
+	}
+	cmd, err := jail.Command(ctx, jail.Spec{
+		Path: spec.node.Path, Args: nodeArgs(spec.node, spec), Env: env, Dir: spec.dataDir,
+		ReadOnly:     cleanAll(spec.dir, spec.allowRead),
+		ReadWrite:    cleanAll(spec.dataDir, spec.allowWrite),
+		EgressSocket: spec.egressSocket,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("confine the plugin host (plugins.%s.confine: false runs it unconfined): %w", spec.name, err)
+	}
+	return cmd, nil
+}
+
+func cleanAll(first string, rest []string) []string {
+	out := []string{filepath.Clean(first)}
+	for _, p := range rest {
+		out = append(out, filepath.Clean(p))
+	}
+	return out
 }
 
 func tzName() string {
