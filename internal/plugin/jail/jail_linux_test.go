@@ -3,11 +3,15 @@
 package jail
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestNetworkNamespaceHasOnlyLoopback: a command started in the jail's
@@ -92,4 +96,68 @@ echo pid $$
 	if b, err := os.ReadFile(filepath.Join(rw, "new")); err != nil || string(b) != "x\n" {
 		t.Errorf("write in the read-write folder: %q, %v", b, err)
 	}
+}
+
+// TestKillGroupLeavesNothing: killing the jail's process group (what the
+// gateway does to a host) ends the init that stays for the forwarder and
+// the program under it, with nothing left behind.
+func TestKillGroupLeavesNothing(t *testing.T) {
+	if err := Probe(); err != nil {
+		t.Skipf("kernel refuses the jail's namespaces here: %v", err)
+	}
+	d := t.TempDir()
+	sock := filepath.Join(d, "egress.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip(err)
+	}
+	cmd, err := Command(t.Context(), Spec{Path: sh, Args: []string{"-c", "sleep 300 & sleep 300; wait"}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: d, ReadWrite: []string{d}, EgressSocket: sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pgid := cmd.Process.Pid
+	time.Sleep(300 * time.Millisecond)
+	if n := groupSize(t, pgid); n < 3 {
+		t.Fatalf("the jail's group has %d processes before the kill, want the init, sh and its sleeps", n)
+	}
+	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for groupSize(t, pgid) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d processes of the jail's group are left after the kill", groupSize(t, pgid))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// groupSize counts the live (not zombie) processes of process group pgid.
+func groupSize(t *testing.T, pgid int) int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 2 && f[0] != "Z" && f[2] == fmt.Sprint(pgid) {
+			n++
+		}
+	}
+	return n
 }
