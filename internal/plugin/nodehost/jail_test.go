@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -204,5 +205,19 @@ func serveTestProxy(l net.Listener) {
 			body := "proxied " + host + req.URL.Path
 			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
 		}()
+	}
+}
+
+// TestNoJailNoStart: where the kernel grants no jail, a confined plugin
+// does not start and its tool says why.
+func TestNoJailNoStart(t *testing.T) {
+	shortTimeouts(t, 10*time.Second)
+	old := jailAvailable
+	jailAvailable = func() error { return errors.New("namespaces refused by the kernel") }
+	t.Cleanup(func() { jailAvailable = old })
+	f := mustFixture(t, map[string][]string{"travel": {"echo"}}, tsPlugin{name: "echo", source: echoPlugin})
+	resp := f.call("travel", "echo", "x")
+	if resp.Success || !strings.Contains(resp.Error, "plugin echo") || !strings.Contains(resp.Error, "no plugin jail available") || !strings.Contains(resp.Error, "namespaces refused by the kernel") {
+		t.Errorf("%+v\n%s", resp, f.log)
 	}
 }

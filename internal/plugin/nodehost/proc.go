@@ -204,6 +204,9 @@ func hostCommand(ctx context.Context, spec *procSpec) (*exec.Cmd, error) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		return cmd, nil
 	}
+	if err := jailAvailable(); err != nil {
+		return nil, fmt.Errorf("no plugin jail available, so the plugin does not start (plugins.%s.confine: false runs it with the gateway's network and files): %w", spec.name, err)
+	}
 	if spec.egressSocket != "" {
 		proxy := "http://" + jail.ProxyAddr
 		env = append(env, "HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy, "http_proxy="+proxy, "https_proxy="+proxy, "NO_PROXY=", "NODE_USE_ENV_PROXY=1")
@@ -219,6 +222,10 @@ func hostCommand(ctx context.Context, spec *procSpec) (*exec.Cmd, error) {
 	}
 	return cmd, nil
 }
+
+// jailAvailable reports whether hosts can be jailed here (a variable for
+// tests).
+var jailAvailable = jail.Available
 
 func cleanAll(first string, rest []string) []string {
 	out := []string{filepath.Clean(first)}
