@@ -49,7 +49,7 @@ func jailMain() error {
 	if err != nil {
 		return err
 	}
-	root, err := newRootDir()
+	root, err := newRootDir(spec.RootDir)
 	if err != nil {
 		return err
 	}
@@ -155,8 +155,10 @@ func jailMain() error {
 
 // newRootDir is the empty folder the jail's tmpfs root is mounted on: one
 // folder for every jail (each mount is in its own namespace).
-func newRootDir() (string, error) {
-	dir := filepath.Join(os.TempDir(), ".beige-plugin-jail")
+func newRootDir(dir string) (string, error) {
+	if dir == "" {
+		return "", errors.New("no root folder in the spec")
+	}
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", fmt.Errorf("create the jail's root folder: %w", err)
 	}

@@ -50,6 +50,9 @@ type Spec struct {
 	// EgressSocket is the host path of the Unix socket of the plugin's
 	// egress proxy ("": the jail has no network at all).
 	EgressSocket string `json:"egress"`
+	// RootDir is the empty folder the jail's root is mounted on, one per
+	// gateway uid (Command fills it in).
+	RootDir string `json:"root"`
 }
 
 func (s *Spec) check() error {
@@ -62,6 +65,9 @@ func (s *Spec) check() error {
 				return fmt.Errorf("folder %q must be a clean absolute path other than /", p)
 			}
 		}
+	}
+	if s.RootDir != "" && !filepath.IsAbs(s.RootDir) {
+		return fmt.Errorf("root folder %q is not an absolute path", s.RootDir)
 	}
 	if s.EgressSocket != "" && !filepath.IsAbs(s.EgressSocket) {
 		return fmt.Errorf("egress socket %q is not an absolute path", s.EgressSocket)
@@ -89,6 +95,7 @@ func Command(ctx context.Context, spec Spec) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plugin jail: find own binary: %w", err)
 	}
+	spec.RootDir = filepath.Join(os.TempDir(), fmt.Sprintf(".beige-plugin-jail-%d", os.Geteuid()))
 	data, err := json.Marshal(spec)
 	if err != nil {
 		return nil, fmt.Errorf("plugin jail: encode spec: %w", err)

@@ -161,3 +161,43 @@ func groupSize(t *testing.T, pgid int) int {
 	}
 	return n
 }
+
+// TestJailAsNonRoot: a gateway that is not root gets the same jail (in a
+// user namespace of its own): the tests above, run again as nobody.
+func TestJailAsNonRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("runs as root, to run the jail's tests as nobody")
+	}
+	if os.Getenv("BEIGE_JAIL_AS_NOBODY") != "" {
+		t.Skip("already nobody")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "jail-nonroot-") // t.TempDir's parent is 0700
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	bin := filepath.Join(dir, "jail.test")
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run", "^(TestJailSeesOnlyItsFolders|TestKillGroupLeavesNothing|TestNetworkNamespaceHasOnlyLoopback)$", "-test.v")
+	cmd.Dir = "/"
+	cmd.Env = []string{"BEIGE_JAIL_AS_NOBODY=1", "PATH=/usr/bin:/bin", "TMPDIR=/tmp"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if strings.Contains(string(out), "kernel refuses the jail's namespaces") {
+		t.Skipf("the kernel gives nobody no user namespace:\n%s", out)
+	}
+	if err != nil || strings.Count(string(out), "--- PASS") != 3 {
+		t.Fatalf("the jail's tests as nobody: %v\n%s", err, out)
+	}
+}

@@ -9,7 +9,7 @@ import (
 )
 
 // setNamespaces makes cmd start in new mount, network, IPC, UTS and PID
-// namespaces, and in a user namespace mapping euid to itself when the
+// namespaces, and in a user namespace mapping euid to root in it when the
 // gateway is not root.
 func setNamespaces(cmd *exec.Cmd, euid int) error {
 	attr := &syscall.SysProcAttr{
@@ -21,8 +21,12 @@ func setNamespaces(cmd *exec.Cmd, euid int) error {
 	if euid != 0 {
 		egid := os.Getegid()
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
-		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: euid, HostID: euid, Size: 1}}
-		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: egid, HostID: egid, Size: 1}}
+		// The gateway's uid is root inside: a process whose uid is not 0
+		// loses its capabilities at execve, and the jail init needs them
+		// (in its own user namespace only) to build the mounts. It drops
+		// them all before the plugin's program runs.
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: euid, Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: egid, Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
 	}
 	cmd.SysProcAttr = attr
