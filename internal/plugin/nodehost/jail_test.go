@@ -27,6 +27,7 @@ import (
 const attackPlugin = `
 import net from "node:net";
 import fs from "node:fs";
+import { spawnSync } from "node:child_process";
 const tryConnect = (opts) => new Promise((resolve) => {
   const s = net.connect(opts);
   s.setTimeout(3000, () => { s.destroy(); resolve("fail timeout"); });
@@ -45,6 +46,7 @@ export function createPlugin(config, ctx) {
           config: await attempt(() => fs.readFileSync(home + "/config.json5", "utf8")),
           other: await attempt(() => fs.readFileSync(other + "/index.ts", "utf8")),
           write: await attempt(() => { fs.writeFileSync(data + "/note", "mine"); return fs.readFileSync(data + "/note", "utf8"); }),
+          child: await attempt(() => { const r = spawnSync("cat", [home + "/config.json5"], { encoding: "utf8" }); if (r.status !== 0) throw new Error("cat exit " + r.status + " " + r.stderr.trim()); return r.stdout; }),
           fetch: await attempt(async () => (await fetch("http://public.example/hello", { signal: AbortSignal.timeout(5000) })).text()),
         };
         return { output: JSON.stringify(out), exitCode: 0 };
@@ -113,16 +115,19 @@ func TestJailedPluginReachesOnlyItsOwn(t *testing.T) {
 		unconfined bool
 		want       map[string]string
 	}{
-		{false, map[string]string{"tcp": "fail", "unix": "fail", "config": "fail", "other": "fail", "write": "ok mine", "fetch": "ok proxied public.example/hello"}},
+		{false, map[string]string{"tcp": "fail", "unix": "fail", "config": "fail", "other": "fail", "write": "ok mine", "fetch": "ok proxied public.example/hello",
+			// A child process (allowChildProcess) is not under Node's file
+			// permissions: only the jail keeps the config from it.
+			"child": "fail cat exit 1 cat: " + home + "/config.json5: No such file"}},
 		// The unconfined host (the code before the jail) reaches the
 		// gateway's loopback and sockets; Node's permission model alone
 		// keeps the files.
-		{true, map[string]string{"tcp": "ok", "unix": "ok", "config": "fail", "other": "fail", "write": "ok mine"}},
+		{true, map[string]string{"tcp": "ok", "unix": "ok", "config": "fail", "other": "fail", "write": "ok mine", "child": "ok {secret: 1}"}},
 	} {
 		t.Run(fmt.Sprintf("unconfined=%v", tc.unconfined), func(t *testing.T) {
 			got := runAttack(t, plugin.Env{
 				Name: "attack", Dir: dir, Manifest: man, Config: map[string]any{}, DataDir: data, Node: node,
-				Logger: slog.New(slog.DiscardHandler), EgressSocket: egressSock, Unconfined: tc.unconfined,
+				Logger: slog.New(slog.DiscardHandler), EgressSocket: egressSock, Unconfined: tc.unconfined, AllowChildProcess: true,
 			}, args)
 			for k, want := range tc.want {
 				if !strings.HasPrefix(got[k], want) {
