@@ -118,6 +118,15 @@ type Plugin struct {
 	// unless an address rule in Allow names them. Each connection is
 	// audited with agent "plugin:<name>".
 	Egress Egress `json:"egress"`
+	// Confine: false runs a TypeScript/JavaScript plugin's host without
+	// its namespace jail, with the gateway's network and files (default
+	// true; the gateway warns). Without a jail available a confined plugin
+	// does not start.
+	Confine *bool `json:"confine"`
+	// AllowChildProcess lets a TypeScript/JavaScript plugin start programs
+	// (Node's --allow-child-process; default false). The children are not
+	// under Node's file permissions, only the jail's mounts.
+	AllowChildProcess bool `json:"allowChildProcess"`
 
 	// Manifest is the plugin.json read from Path (nil for built-in plugins
 	// until the plugin registry fills it in).

@@ -713,3 +713,24 @@ func TestPluginEgress(t *testing.T) {
 		})
 	}
 }
+
+// TestPluginConfineKeys: plugins.<p>.confine and allowChildProcess load as
+// written; a wrong type is an error at its key.
+func TestPluginConfineKeys(t *testing.T) {
+	f := newFixture(t)
+	f.write("plugins/ts/plugin.json", `{"name":"ts","description":"d"}`)
+	f.write("plugins/ts/index.ts", `export function createPlugin() {}`)
+	opts := &LoadOptions{CheckNode: func(string) error { return nil }}
+	p := f.write("config.json5", minimal("", `tools: ["ts"],`, `plugins: { ts: { path: "plugins/ts", confine: false, allowChildProcess: true } },`))
+	cfg, err := Load(p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cfg.Plugins["ts"]; c.Confine == nil || *c.Confine || !c.AllowChildProcess {
+		t.Errorf("confine = %v, allowChildProcess = %v; want false, true", c.Confine, c.AllowChildProcess)
+	}
+	p = f.write("config.json5", minimal("", `tools: ["ts"],`, `plugins: { ts: { path: "plugins/ts", confine: "no" } },`))
+	if _, err := Load(p, opts); err == nil || !strings.Contains(err.Error(), "confine") {
+		t.Errorf("confine: \"no\" loaded: %v", err)
+	}
+}

@@ -273,6 +273,7 @@ func (h *Host) load(name string, pc *config.Plugin, builtins map[string]Builtin)
 			AllowRead: pc.AllowRead, AllowWrite: pc.AllowWrite,
 			Timeout:         time.Duration(pc.Timeout * float64(time.Second)),
 			RegisteredTools: h.registeredTools,
+			Unconfined:      pc.Confine != nil && !*pc.Confine, AllowChildProcess: pc.AllowChildProcess,
 		}
 		if h.opts.Home.Dir != "" {
 			env.DataDir = filepath.Join(h.opts.Home.DataDir(), name)

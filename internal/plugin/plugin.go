@@ -116,6 +116,14 @@ type Env struct {
 	// EgressSocket is the host path of the Unix socket that serves this
 	// plugin's egress proxy ("": none, the plugin has no network).
 	EgressSocket string
+	// Unconfined is plugins.<name>.confine: false: the host runs without
+	// the namespace jail, with the gateway's network and files (only
+	// Node's permission model confines its files).
+	Unconfined bool
+	// AllowChildProcess is plugins.<name>.allowChildProcess: Node's
+	// --allow-child-process (children are not under Node's file
+	// permissions, only the jail's mounts).
+	AllowChildProcess bool
 }
 
 // ScriptLoader creates the plugin of a folder with an index.ts or index.js

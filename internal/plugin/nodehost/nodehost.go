@@ -121,6 +121,12 @@ func New(env plugin.Env) (plugin.Plugin, error) {
 	if len(env.AllowRead)+len(env.AllowWrite) > 0 {
 		log.Warn("the plugin may read or write more than its own folders (plugins.<name>.allowRead/allowWrite)", "read", env.AllowRead, "write", env.AllowWrite)
 	}
+	if env.Unconfined {
+		log.Warn("plugin " + env.Name + " runs with the gateway's network and files (plugins." + env.Name + ".confine: false): it can reach the gateway's API, every Unix socket (the agents' tool sockets, Docker's) and the network")
+	}
+	if env.AllowChildProcess {
+		log.Warn("plugin " + env.Name + " may start programs (plugins." + env.Name + ".allowChildProcess: true): they are not under Node's file permissions, only the jail's mounts")
+	}
 	return &Plugin{env: env, node: n, entry: entry, log: log, wake: make(chan struct{})}, nil
 }
 
@@ -128,6 +134,7 @@ func (p *Plugin) spec() *procSpec {
 	return &procSpec{
 		name: p.env.Name, node: p.node, dir: p.env.Dir, dataDir: p.env.DataDir,
 		allowRead: p.env.AllowRead, allowWrite: p.env.AllowWrite,
+		egressSocket: p.env.EgressSocket, unconfined: p.env.Unconfined, allowChildProcess: p.env.AllowChildProcess,
 		log: p.log, serve: p.serve,
 	}
 }

@@ -194,7 +194,9 @@ func TestCreatePluginThrows(t *testing.T) {
 	}
 }
 
+// crashPlugin names its host by a random id (every jailed host is pid 1).
 const crashPlugin = `
+const hostID = Math.random().toString(36).slice(2);
 export function createPlugin(config, ctx) {
   return {
     register(r) {
@@ -203,7 +205,7 @@ export function createPlugin(config, ctx) {
         if (args[0] === "exit") process.exit(3);
         if (args[0] === "hang") return new Promise(() => {});
         if (args[0] === "spin") { for (;;) {} }
-        return { output: "pid " + process.pid, exitCode: 0 };
+        return { output: "host " + hostID, exitCode: 0 };
       }});
     },
   };

@@ -11,10 +11,13 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/beige-dev/beige/internal/plugin/jail"
 )
 
 //go:embed host.mjs
@@ -30,7 +33,15 @@ type procSpec struct {
 	// (plugins.<name>.allowRead/allowWrite).
 	allowRead, allowWrite []string
 	tsx                   string // file: URL of the plugin's own tsx loader, or ""
-	log                   *slog.Logger
+	// egressSocket is the host path of the plugin's egress proxy socket
+	// ("": the jailed host has no network at all).
+	egressSocket string
+	// unconfined runs the host without the namespace jail
+	// (plugins.<name>.confine: false).
+	unconfined bool
+	// allowChildProcess passes --allow-child-process.
+	allowChildProcess bool
+	log               *slog.Logger
 	// serve answers the host's ctx calls.
 	// notify, when not nil, sends an event about this call to the host
 	// before the answer (the text deltas of a streaming prompt).
@@ -78,6 +89,9 @@ func nodeArgs(n Node, s *procSpec) []string {
 	for _, d := range s.allowWrite {
 		args = append(args, "--allow-fs-read="+d, "--allow-fs-write="+d)
 	}
+	if s.allowChildProcess {
+		args = append(args, "--allow-child-process")
+	}
 	if n.needsStripFlag() {
 		args = append(args, "--experimental-strip-types")
 	}
@@ -115,17 +129,13 @@ func startProc(spec *procSpec) (*proc, error) {
 		return nil, fmt.Errorf("create pipes: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, spec.node.Path, nodeArgs(spec.node, spec)...)
-	cmd.Dir = spec.dataDir
-	cmd.Env = []string{
-		"PATH=/usr/local/bin:/usr/bin:/bin",
-		"HOME=" + spec.dataDir,
-		"NODE_ENV=production",
-		"LANG=C.UTF-8",
-		"TZ=" + tzName(),
+	cmd, err := hostCommand(ctx, spec)
+	if err != nil {
+		cancel()
+		closeAll()
+		return nil, err
 	}
 	cmd.ExtraFiles = []*os.File{inR, outW, syR}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 2 * time.Second
 	stdout := &logWriter{log: spec.log, stream: "stdout"}
@@ -180,6 +190,67 @@ func startProc(spec *procSpec) (*proc, error) {
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// hostCommand is the command of the host: node in the plugin's jail, or
+// node itself when the plugin is unconfined.
+func hostCommand(ctx context.Context, spec *procSpec) (*exec.Cmd, error) {
+	env := []string{
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"HOME=" + spec.dataDir,
+		"NODE_ENV=production",
+		"LANG=C.UTF-8",
+		"TZ=" + tzName(),
+	}
+	if spec.unconfined {
+		cmd := exec.CommandContext(ctx, spec.node.Path, nodeArgs(spec.node, spec)...)
+		cmd.Dir = spec.dataDir
+		cmd.Env = env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		return cmd, nil
+	}
+	if err := jailAvailable(); err != nil {
+		return nil, fmt.Errorf("no plugin jail available, so the plugin does not start (plugins.%s.confine: false runs it with the gateway's network and files): %w", spec.name, err)
+	}
+	readOnly := cleanAll(spec.dir, spec.allowRead)
+	if spec.egressSocket != "" {
+		proxy := "http://" + jail.ProxyAddr
+		env = append(env, "HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy, "http_proxy="+proxy, "https_proxy="+proxy, "NO_PROXY=", "NODE_USE_ENV_PROXY=1")
+		// With plugins.<p>.egress.credentials the proxy terminates TLS
+		// with the home's CA, whose certificate the gateway writes beside
+		// the socket: Node trusts it in addition to its own roots.
+		ca := filepath.Join(filepath.Dir(spec.egressSocket), egressCAFile)
+		if fi, err := os.Lstat(ca); err == nil && fi.Mode().IsRegular() {
+			readOnly = append(readOnly, ca)
+			env = append(env, "NODE_EXTRA_CA_CERTS="+ca)
+		}
+	}
+	cmd, err := jail.Command(ctx, jail.Spec{
+		Path: spec.node.Path, Args: nodeArgs(spec.node, spec), Env: env, Dir: spec.dataDir,
+		ReadOnly:     readOnly,
+		ReadWrite:    cleanAll(spec.dataDir, spec.allowWrite),
+		EgressSocket: spec.egressSocket,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("confine the plugin host (plugins.%s.confine: false runs it unconfined): %w", spec.name, err)
+	}
+	return cmd, nil
+}
+
+// egressCAFile is the egress CA certificate's name beside a plugin's
+// egress socket (gateway.EgressCAFile).
+const egressCAFile = "egress-ca.pem"
+
+// jailAvailable reports whether hosts can be jailed here (a variable for
+// tests).
+var jailAvailable = jail.Available
+
+func cleanAll(first string, rest []string) []string {
+	out := []string{filepath.Clean(first)}
+	for _, p := range rest {
+		out = append(out, filepath.Clean(p))
+	}
+	return out
 }
 
 func tzName() string {
