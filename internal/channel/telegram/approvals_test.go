@@ -58,6 +58,17 @@ func buttons(t *testing.T, c bottest.Call) []string {
 	return out
 }
 
+// lastSend returns the last sendMessage of calls.
+func lastSend(calls []bottest.Call) bottest.Call {
+	var ask bottest.Call
+	for _, c := range calls {
+		if c.Method == "sendMessage" {
+			ask = c
+		}
+	}
+	return ask
+}
+
 func tap(api *bottest.Server, userID, chatID int64, msgID int, data string) {
 	api.Push(map[string]any{"callback_query": map[string]any{
 		"id":   "cq" + data,
@@ -100,12 +111,7 @@ func TestApprovalButtons(t *testing.T) {
 	calls := h.api.WaitFor("the approval message", func(calls []bottest.Call) bool {
 		return len(bottest.SentTexts(calls, chatID)) > 0
 	})
-	var ask bottest.Call
-	for _, c := range calls {
-		if c.Method == "sendMessage" {
-			ask = c
-		}
-	}
+	ask := lastSend(calls)
 	if !strings.Contains(ask.Params["text"], "main wants to run:\nexec git push origin") {
 		t.Errorf("message %q", ask.Params["text"])
 	}
@@ -177,12 +183,7 @@ func TestApprovalTapBeforeSendAnswer(t *testing.T) {
 	calls := h.api.WaitFor("the approval message", func(calls []bottest.Call) bool {
 		return len(bottest.SentTexts(calls, chatID)) > 0
 	})
-	var ask bottest.Call
-	for _, c := range calls {
-		if c.Method == "sendMessage" {
-			ask = c
-		}
-	}
+	ask := lastSend(calls)
 	approve := strings.SplitN(buttons(t, ask)[0], "=", 2)[1]
 	tap(h.api, userID, chatID, ask.ID, approve) // sendMessage's reply is still held
 	select {
