@@ -214,11 +214,14 @@ func (lf *LogFile) reader(off int64, line int) *lineReader {
 // until the next call.
 func (lr *lineReader) next() (RawLine, bool, error) {
 	var long []byte
+	var dropped int64 // of a line longer than maxReadLine
 	for !lr.eof {
 		b, err := lr.r.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
 			if len(long) < maxReadLine {
 				long = append(long, b...)
+			} else {
+				dropped += int64(len(b))
 			}
 			continue
 		}
@@ -238,7 +241,7 @@ func (lr *lineReader) next() (RawLine, bool, error) {
 			b = b[:len(b)-1]
 		}
 		rl := RawLine{File: lr.lf, Line: lr.line, Offset: lr.off, Bytes: b, Newline: nl}
-		lr.off += int64(len(b))
+		lr.off += int64(len(b)) + dropped
 		if nl {
 			lr.off++
 		}
