@@ -91,3 +91,18 @@ func TestExecOutputRedactedOnce(t *testing.T) {
 		t.Errorf("read result %q redacted %d times, want 1", res.Text(), scans)
 	}
 }
+
+// BenchmarkExecLargeOutputRedacted: an exec call whose output fills the
+// limit, with one configured secret (compare before/after the single scan).
+func BenchmarkExecLargeOutputRedacted(b *testing.B) {
+	red := redact.New([]redact.Secret{{Name: "llm.providers.anthropic.apiKey", Value: "sk-ant-api03-secretsecret"}})
+	e := newEnv(b, nil)
+	e.runner = NewRunner(pipeline.New(pipeline.Options{Audit: e.audit, Policy: pipeline.PolicyFunc(func(string, string) error { return nil }), Redact: red.String}), nil)
+	out := []byte(strings.Repeat("a line of ordinary build output\n", execOutputLimit/32))
+	e.sb.execFn = func(context.Context, sandbox.ExecRequest) (sandbox.ExecResult, error) {
+		return sandbox.ExecResult{Output: out, OutputBytes: int64(len(out))}, nil
+	}
+	for b.Loop() {
+		e.run(b, &ExecCall{Command: "make"})
+	}
+}
