@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -31,24 +30,6 @@ type Snapshot struct {
 	Files []LogFile
 	// Gaps lists the numbers i missing between PATH.1 and the highest PATH.N.
 	Gaps []int
-}
-
-// Dup returns a new descriptor of the file, which stays valid after the
-// Snapshot is closed.
-func (lf *LogFile) Dup() (*os.File, error) {
-	rc, err := lf.f.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	var fd int
-	var derr error
-	if err := rc.Control(func(s uintptr) { fd, derr = syscall.Dup(int(s)) }); err != nil {
-		return nil, err
-	}
-	if derr != nil {
-		return nil, fmt.Errorf("dup %s: %w", lf.Path, derr)
-	}
-	return os.NewFile(uintptr(fd), lf.Path), nil
 }
 
 // Close closes the files.
