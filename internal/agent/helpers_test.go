@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	_ "github.com/beige-dev/beige/internal/llm/providers"
 	"github.com/beige-dev/beige/internal/pipeline"
 	"github.com/beige-dev/beige/internal/sandbox"
+	"github.com/beige-dev/beige/internal/testutil"
 	"github.com/beige-dev/beige/internal/tools"
 )
 
@@ -77,24 +77,6 @@ func (f *fakeSandbox) commands() []string {
 	return append([]string(nil), f.execs...)
 }
 
-// syncBuffer collects log output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // env is a Manager over a scripted provider server, with the core tools on
 // a fake sandbox through a real tools.Runner.
 type env struct {
@@ -105,7 +87,7 @@ type env struct {
 	runner *tools.Runner
 	model  llm.Model
 	prov   llm.Provider
-	logs   *syncBuffer
+	logs   *testutil.SyncBuffer
 	logger *slog.Logger
 
 	mu    sync.Mutex
@@ -122,7 +104,7 @@ const (
 
 func newEnv(t *testing.T, w wireKind) *env {
 	t.Helper()
-	e := &env{t: t, dir: filepath.Join(t.TempDir(), "sessions"), sb: newFakeSandbox(), logs: &syncBuffer{}}
+	e := &env{t: t, dir: filepath.Join(t.TempDir(), "sessions"), sb: newFakeSandbox(), logs: &testutil.SyncBuffer{}}
 	e.logger = slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg := llm.ProviderConfig{Name: "anthropic", API: llm.APIAnthropicMessages, APIKey: "k"}
 	e.model = llm.Model{ID: "claude-test", Name: "Claude Test", API: llm.APIAnthropicMessages, Provider: "anthropic",

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -31,24 +30,6 @@ type Snapshot struct {
 	Files []LogFile
 	// Gaps lists the numbers i missing between PATH.1 and the highest PATH.N.
 	Gaps []int
-}
-
-// Dup returns a new descriptor of the file, which stays valid after the
-// Snapshot is closed.
-func (lf *LogFile) Dup() (*os.File, error) {
-	rc, err := lf.f.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	var fd int
-	var derr error
-	if err := rc.Control(func(s uintptr) { fd, derr = syscall.Dup(int(s)) }); err != nil {
-		return nil, err
-	}
-	if derr != nil {
-		return nil, fmt.Errorf("dup %s: %w", lf.Path, derr)
-	}
-	return os.NewFile(uintptr(fd), lf.Path), nil
 }
 
 // Close closes the files.
@@ -214,11 +195,14 @@ func (lf *LogFile) reader(off int64, line int) *lineReader {
 // until the next call.
 func (lr *lineReader) next() (RawLine, bool, error) {
 	var long []byte
+	var dropped int64 // of a line longer than maxReadLine
 	for !lr.eof {
 		b, err := lr.r.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
 			if len(long) < maxReadLine {
 				long = append(long, b...)
+			} else {
+				dropped += int64(len(b))
 			}
 			continue
 		}
@@ -238,7 +222,7 @@ func (lr *lineReader) next() (RawLine, bool, error) {
 			b = b[:len(b)-1]
 		}
 		rl := RawLine{File: lr.lf, Line: lr.line, Offset: lr.off, Bytes: b, Newline: nl}
-		lr.off += int64(len(b))
+		lr.off += int64(len(b)) + dropped
 		if nl {
 			lr.off++
 		}

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -398,105 +397,27 @@ func auditTail(ctx context.Context, path string, f *auditFilter, n int, follow b
 	if !follow {
 		return nil
 	}
-	fl := &follower{path: path}
+	var cur audit.Cursor // the zero Cursor: the current file from its start
 	if k := len(snap.Files); k > 0 && snap.Files[k-1].N == 0 {
 		// The file just read, even if a rotation has renamed it since.
-		if f, err := snap.Files[k-1].Dup(); err == nil {
-			fl.f, fl.off = f, end
+		if cur, err = snap.Files[k-1].CursorAt(end); err != nil {
+			return err
 		}
 	}
-	defer fl.close()
 	for {
-		if err := fl.poll(func(rl audit.RawLine) {
+		cur, err = audit.ReadNew(path, cur, 0, func(rl audit.RawLine) error {
 			if l, ok := parseAuditLine(rl); ok && f.match(&l.rec) {
 				p.print(l)
 			}
-		}); err != nil {
+			return nil
+		})
+		if err != nil {
 			return err
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// follower reads the whole lines appended to a log file, across rotation.
-type follower struct {
-	path string
-	f    *os.File
-	off  int64
-}
-
-func (fl *follower) close() {
-	if fl.f != nil {
-		fl.f.Close()
-	}
-}
-
-// poll reads the new whole lines of the file, and of the new file when
-// path now names another one (the old one is read to its end first).
-func (fl *follower) poll(fn func(audit.RawLine)) error {
-	for range 100 { // rotations in one poll
-		if fl.f != nil {
-			if err := fl.read(fn); err != nil {
-				return err
-			}
-		}
-		st, err := os.Stat(fl.path)
-		if errors.Is(err, os.ErrNotExist) {
-			return nil // between a rename and the new file: next poll
-		}
-		if err != nil {
-			return err
-		}
-		if fl.f != nil {
-			if cur, err := fl.f.Stat(); err == nil && os.SameFile(cur, st) {
-				return nil
-			}
-			// Rotated: the gateway writes no more to the old file once it
-			// is renamed, so reading it again now gets all of it.
-			if err := fl.read(fn); err != nil {
-				return err
-			}
-			fl.f.Close()
-			fl.f = nil
-		}
-		nf, err := os.Open(fl.path)
-		if err != nil {
-			return nil
-		}
-		fl.f, fl.off = nf, 0
-	}
-	return nil
-}
-
-func (fl *follower) read(fn func(audit.RawLine)) error {
-	buf := make([]byte, 64<<10)
-	var pending []byte
-	for {
-		n, err := fl.f.ReadAt(buf, fl.off+int64(len(pending)))
-		pending = append(pending, buf[:n]...)
-		for {
-			i := slices.Index(pending, '\n')
-			if i < 0 {
-				break
-			}
-			fn(audit.RawLine{Offset: fl.off, Bytes: pending[:i], Newline: true})
-			fl.off += int64(i) + 1
-			pending = pending[i+1:]
-		}
-		if len(pending) > 1<<20 {
-			// Not a record: skip it.
-			fl.off += int64(len(pending))
-			pending = nil
-		}
-		if errors.Is(err, io.EOF) || n == 0 {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read %s: %w", fl.path, err)
 		}
 	}
 }

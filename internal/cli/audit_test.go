@@ -15,6 +15,7 @@ import (
 
 	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/home"
+	"github.com/beige-dev/beige/internal/testutil"
 )
 
 func openAudit(t *testing.T, dir string, opts *audit.Options) *audit.Logger {
@@ -195,23 +196,6 @@ func TestAuditTableEscapes(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestAuditTailFollow: tail -f prints each new record once, in order,
 // across several rotations.
 func TestAuditTailFollow(t *testing.T) {
@@ -227,7 +211,7 @@ func TestAuditTailFollow(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out syncBuffer
+	var out testutil.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- auditTail(ctx, h.AuditLog(), &auditFilter{}, 1, true, &auditPrinter{w: &out, json: true})

@@ -88,6 +88,11 @@ var rules = []rule{
 		why:    "wire types: they carry the provider-neutral llm types and nothing else of ours",
 	},
 	{
+		pkgs:   []string{"internal/...", "cmd/..."},
+		forbid: []string{"internal/testutil"},
+		why:    "internal/testutil holds helpers for tests: only _test.go files import it",
+	},
+	{
 		pkgs:   []string{"internal/toolclient"},
 		forbid: []string{"net"},
 		why:    "the in-sandbox tool client talks over the socket it is given, without package net",

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/moby/moby/client"
@@ -21,24 +19,8 @@ import (
 	"github.com/beige-dev/beige/internal/egress"
 	"github.com/beige-dev/beige/internal/egress/trust"
 	"github.com/beige-dev/beige/internal/sandbox/docker/dockertest"
+	"github.com/beige-dev/beige/internal/testutil"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 type testResolver map[string][]netip.Addr
 
@@ -59,7 +41,7 @@ func TestEgressThroughGateway(t *testing.T) {
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	network := testNetwork(t)
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	g := startGatewayWith(t, gatewaySetup{
 		docker: true, // the sandbox's network is the subject
 		names:  []string{"px", "br", "op", "nt"},

@@ -19,6 +19,7 @@ import (
 	"github.com/beige-dev/beige/internal/proto"
 	"github.com/beige-dev/beige/internal/sandbox/docker"
 	"github.com/beige-dev/beige/internal/sandbox/docker/dockertest"
+	"github.com/beige-dev/beige/internal/testutil"
 )
 
 // After the Docker engine restarts (its containers die with it), the next
@@ -46,7 +47,7 @@ func TestGatewayRecoversFromEngineRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	rt, err := docker.New(docker.Options{Instance: "test-" + dockertest.Suffix()})
 	if err != nil {
 		t.Fatal(err)

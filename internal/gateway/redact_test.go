@@ -1,37 +1,20 @@
 package gateway
 
 import (
-	"bytes"
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/beige-dev/beige/internal/testutil"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // An agent that gets hold of a configured key (here: a file in its
 // workspace) and prints it gets "[redacted:<path>]" back through /exec,
 // and neither audit.jsonl nor the gateway's log holds the key.
 func TestConfiguredSecretsAreRedacted(t *testing.T) {
 	const key = "sk-ant-api03-e2e-redaction-key"
-	var logs lockedBuffer
+	var logs testutil.SyncBuffer
 	g := startGatewayWith(t, gatewaySetup{
 		names:     []string{"redact"},
 		providers: "anthropic: { apiKey: '" + key + "' }",

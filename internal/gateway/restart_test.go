@@ -15,6 +15,7 @@ import (
 	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/llm/llmtest"
 	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/testutil"
 )
 
 // runningGateway is a gateway served by Run, as `beige gateway start` does,
@@ -22,7 +23,7 @@ import (
 type runningGateway struct {
 	*testGateway
 	url  string
-	log  *syncBuffer
+	log  *testutil.SyncBuffer
 	done chan error
 }
 
@@ -31,7 +32,7 @@ type runningGateway struct {
 func runGatewayWith(t *testing.T, s gatewaySetup, reload func(old *config.Config) (*config.Config, error)) *runningGateway {
 	t.Helper()
 	tg := setUpGateway(t, s)
-	rg := &runningGateway{testGateway: tg, log: &syncBuffer{}, done: make(chan error, 1)}
+	rg := &runningGateway{testGateway: tg, log: &testutil.SyncBuffer{}, done: make(chan error, 1)}
 	tg.opts.Addr = ""
 	tg.opts.Config.Gateway.Host = "127.0.0.1"
 	tg.opts.Config.Gateway.Port = freePort(t)

@@ -108,6 +108,10 @@ type Result struct {
 	// Decision is audit.DecisionAllowed or audit.DecisionDenied; set by the
 	// pipeline.
 	Decision string
+	// Redacted says the tool already redacted Content, Output and Stderr
+	// with Options.Redact (exec must, before it cuts its output), so the
+	// redaction step does not scan them again. Err is redacted either way.
+	Redacted bool
 }
 
 // Denied reports whether the call was refused, by policy or by a hook.
@@ -455,16 +459,18 @@ func (p *Pipeline) redact(next Tool) Tool {
 	red := p.opts.Redact
 	return ToolFunc(func(ctx context.Context, c *Call) (Result, error) {
 		res, err := next.Run(ctx, c)
-		for i := range res.Content {
-			if res.Content[i].Text != "" {
-				res.Content[i].Text = red(res.Content[i].Text)
+		if !res.Redacted {
+			for i := range res.Content {
+				if res.Content[i].Text != "" {
+					res.Content[i].Text = red(res.Content[i].Text)
+				}
 			}
-		}
-		if res.Output != "" {
-			res.Output = red(res.Output)
-		}
-		if res.Stderr != "" {
-			res.Stderr = red(res.Stderr)
+			if res.Output != "" {
+				res.Output = red(res.Output)
+			}
+			if res.Stderr != "" {
+				res.Stderr = red(res.Stderr)
+			}
 		}
 		if res.Err != nil {
 			res.Err = redactedError{res.Err, red(res.Err.Error())}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -263,5 +264,27 @@ func TestPipelineCallChecks(t *testing.T) {
 	}
 	if _, err := e.pipe.Run(context.Background(), c, nil); err == nil {
 		t.Error("no tool: no error")
+	}
+}
+
+// A result its tool already redacted (exec, which must redact before it
+// cuts its output) is not scanned again; its error still is.
+func TestPipelineRedactsOnce(t *testing.T) {
+	var scanned []string
+	red := func(s string) string {
+		scanned = append(scanned, s)
+		return strings.ReplaceAll(s, "s3cret", "[redacted:k]")
+	}
+	e := newEnv(t, Options{Redact: red})
+	e.result = Result{
+		Content: []proto.Content{{Type: "text", Text: "out [redacted:k]"}}, Output: "o", Stderr: "e",
+		Err: errors.New("failed: s3cret"), Redacted: true,
+	}
+	res, err := e.pipe.Run(context.Background(), pluginCall("travel", "git"), e.tool())
+	if err != nil || res.Content[0].Text != "out [redacted:k]" || res.Err.Error() != "failed: [redacted:k]" {
+		t.Errorf("result %+v %v", res, err)
+	}
+	if want := []string{"failed: s3cret"}; !slices.Equal(scanned, want) {
+		t.Errorf("redacted %q, want only %q", scanned, want)
 	}
 }

@@ -1,7 +1,6 @@
 package routing
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/beige-dev/beige/internal/testutil"
 )
 
 // fakeClock is a settable clock.
@@ -37,26 +38,9 @@ func (c *fakeClock) Advance(d time.Duration) {
 }
 
 // logBuffer returns a logger writing text into a buffer.
-func logBuffer() (*slog.Logger, *syncBuffer) {
-	b := new(syncBuffer)
+func logBuffer() (*slog.Logger, *testutil.SyncBuffer) {
+	b := new(testutil.SyncBuffer)
 	return slog.New(slog.NewTextHandler(b, nil)), b
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // readHealthFile reads the file as generic JSON.

@@ -40,11 +40,7 @@ func (r *Runner) exec(ctx context.Context, inv Invocation, c *ExecCall) (outcome
 		}
 		return outcome{}, fmt.Errorf("exec: %w", err)
 	}
-	o := outcome{
-		res:         formatExec(res, timeout, r.pipe.Redact),
-		exitCode:    res.ExitCode,
-		outputBytes: max(res.OutputBytes, int64(len(res.Output))),
-	}
+	o := formatExec(res, timeout, r.pipe.Redact)
 	if res.TimedOut {
 		o.errMsg = "timed out after " + seconds(timeout)
 	}
@@ -56,12 +52,13 @@ func (r *Runner) exec(ctx context.Context, inv Invocation, c *ExecCall) (outcome
 // output is redacted (secrets up to this long).
 const redactSlack = 16 << 10
 
-// formatExec makes exec's result: "Exit code: N", then a timeout notice,
-// then the output, then a truncation notice. The output is redacted
-// (redact, when not nil) before it is cut at execOutputLimit: cut first, a
-// secret running over the cut would leave its first bytes visible, which
-// redacting the cut text cannot match.
-func formatExec(res sandbox.ExecResult, timeout time.Duration, redact func(string) string) proto.ToolResult {
+// formatExec makes exec's outcome, whose result is "Exit code: N", then a
+// timeout notice, then the output, then a truncation notice. The output is
+// redacted (redact, when not nil) before it is cut at execOutputLimit: cut
+// first, a secret running over the cut would leave its first bytes visible,
+// which redacting the cut text cannot match. The outcome says it is
+// redacted, so the pipeline's redaction step does not scan it again.
+func formatExec(res sandbox.ExecResult, timeout time.Duration, redact func(string) string) outcome {
 	out := res.Output
 	total := max(res.OutputBytes, int64(len(out)))
 	truncated := int64(len(out)) < total
@@ -93,7 +90,12 @@ func formatExec(res sandbox.ExecResult, timeout time.Duration, redact func(strin
 		}
 		fmt.Fprintf(&b, "\n[output truncated: showed %d of %d bytes]", len(out), total)
 	}
-	return proto.TextResult(b.String(), res.ExitCode != 0 || res.TimedOut)
+	return outcome{
+		res:         proto.TextResult(b.String(), res.ExitCode != 0 || res.TimedOut),
+		exitCode:    res.ExitCode,
+		outputBytes: total,
+		redacted:    redact != nil,
+	}
 }
 
 // seconds formats d as "120s", "1.5s".

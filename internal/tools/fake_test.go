@@ -114,7 +114,7 @@ type testEnv struct {
 
 // newEnv makes a Runner whose pipeline asks allow (nil: every call is
 // allowed).
-func newEnv(t *testing.T, allow pipeline.PolicyFunc) *testEnv {
+func newEnv(t testing.TB, allow pipeline.PolicyFunc) *testEnv {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "audit.jsonl")
 	al, err := audit.Open(p, nil)
@@ -141,7 +141,7 @@ func (e *testEnv) inv(c Call) Invocation {
 	}
 }
 
-func (e *testEnv) run(t *testing.T, c Call) proto.ToolResult {
+func (e *testEnv) run(t testing.TB, c Call) proto.ToolResult {
 	t.Helper()
 	res, err := e.runner.Run(context.Background(), e.inv(c))
 	if err != nil {
@@ -159,7 +159,7 @@ func (e *testEnv) records(t *testing.T) []audit.Record {
 	return recs
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Helper()

@@ -74,6 +74,7 @@ type outcome struct {
 	exitCode    int
 	outputBytes int64  // the true size of the output, even when cut
 	errMsg      string // for the audit log when the call failed
+	redacted    bool   // res is already redacted (pipeline.Result.Redacted)
 }
 
 // Run runs one call through the pipeline: policy (a denial is one
@@ -128,6 +129,7 @@ func (t coreTool) Run(ctx context.Context, _ *pipeline.Call) (pipeline.Result, e
 		IsError:     out.res.IsError,
 		ExitCode:    out.exitCode,
 		OutputBytes: out.outputBytes,
+		Redacted:    out.redacted,
 	}
 	if out.errMsg != "" {
 		res.Err = errors.New(out.errMsg)

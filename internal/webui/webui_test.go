@@ -413,9 +413,20 @@ func TestFileTailRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(`{"n":4}` + "\n")
-	recs, _, _ = tail.Read(cur, 10)
+	recs, cur, _ = tail.Read(cur, 10)
 	if len(recs) != 1 || string(recs[0]) != `{"n":4}` {
 		t.Fatalf("after rotation: %q", recs)
+	}
+	// A record written just before a rotation is not lost: the rest of
+	// the renamed file comes first.
+	write(`{"n":5}` + "\n")
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	write(`{"n":6}` + "\n")
+	recs, _, _ = tail.Read(cur, 10)
+	if len(recs) != 2 || string(recs[0]) != `{"n":5}` || string(recs[1]) != `{"n":6}` {
+		t.Fatalf("a record before the rotation: %q, want n 5 and 6", recs)
 	}
 }
 

@@ -58,6 +58,17 @@ func buttons(t *testing.T, c bottest.Call) []string {
 	return out
 }
 
+// lastSend returns the last sendMessage of calls.
+func lastSend(calls []bottest.Call) bottest.Call {
+	var ask bottest.Call
+	for _, c := range calls {
+		if c.Method == "sendMessage" {
+			ask = c
+		}
+	}
+	return ask
+}
+
 func tap(api *bottest.Server, userID, chatID int64, msgID int, data string) {
 	api.Push(map[string]any{"callback_query": map[string]any{
 		"id":   "cq" + data,
@@ -100,12 +111,7 @@ func TestApprovalButtons(t *testing.T) {
 	calls := h.api.WaitFor("the approval message", func(calls []bottest.Call) bool {
 		return len(bottest.SentTexts(calls, chatID)) > 0
 	})
-	var ask bottest.Call
-	for _, c := range calls {
-		if c.Method == "sendMessage" {
-			ask = c
-		}
-	}
+	ask := lastSend(calls)
 	if !strings.Contains(ask.Params["text"], "main wants to run:\nexec git push origin") {
 		t.Errorf("message %q", ask.Params["text"])
 	}
@@ -156,4 +162,37 @@ func TestApprovalButtons(t *testing.T) {
 			t.Errorf("another session's request was shown in this chat: %q", c.Params["text"])
 		}
 	}
+}
+
+// TestApprovalTapBeforeSendAnswer: the user can tap a button of the
+// approval message before the channel has sendMessage's answer (the user
+// gets the message first); that tap answers the request.
+func TestApprovalTapBeforeSendAnswer(t *testing.T) {
+	pc := newFakePC()
+	pc.broker = approval.New(approval.Options{})
+	h := start(t, nil, pc)
+	const chatID = userID
+	session := sessionKey(Name, chatID, 0)
+	release := h.api.Hold("sendMessage")
+
+	done := make(chan approval.Outcome, 1)
+	go func() {
+		o, _ := pc.broker.Wait(context.Background(), approval.Request{Agent: "main", Session: session, Tool: "exec", Args: []string{"git push"}, Rule: "exec:git push*"}, time.Minute)
+		done <- o
+	}()
+	calls := h.api.WaitFor("the approval message", func(calls []bottest.Call) bool {
+		return len(bottest.SentTexts(calls, chatID)) > 0
+	})
+	ask := lastSend(calls)
+	approve := strings.SplitN(buttons(t, ask)[0], "=", 2)[1]
+	tap(h.api, userID, chatID, ask.ID, approve) // sendMessage's reply is still held
+	select {
+	case o := <-done:
+		if !o.Approved {
+			t.Fatalf("outcome %+v", o)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a tap that came before sendMessage's answer did not answer the request")
+	}
+	release()
 }

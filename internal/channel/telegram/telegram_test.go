@@ -1,7 +1,6 @@
 package telegram
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,25 +22,8 @@ import (
 	"github.com/beige-dev/beige/internal/home"
 	"github.com/beige-dev/beige/internal/plugin"
 	"github.com/beige-dev/beige/internal/routing"
+	"github.com/beige-dev/beige/internal/testutil"
 )
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // harness is a running channel against a fake Bot API and a fake gateway.
 type harness struct {
@@ -49,7 +31,7 @@ type harness struct {
 	api    *bottest.Server
 	pc     *fakePC
 	p      *Plugin
-	logs   *syncBuffer
+	logs   *testutil.SyncBuffer
 	dir    string // the data dir
 	cancel context.CancelFunc
 }
@@ -74,12 +56,12 @@ func manifestDefaults(t *testing.T) map[string]any {
 }
 
 // newPlugin creates the plugin with the test's config over the base one.
-func newPlugin(t *testing.T, api *bottest.Server, extra map[string]any, logs *syncBuffer) (*Plugin, error) {
+func newPlugin(t *testing.T, api *bottest.Server, extra map[string]any, logs *testutil.SyncBuffer) (*Plugin, error) {
 	return newPluginIn(t, api, "", extra, logs)
 }
 
 // newPluginIn is newPlugin with the data dir (the durable queue) in dir.
-func newPluginIn(t *testing.T, api *bottest.Server, dir string, extra map[string]any, logs *syncBuffer) (*Plugin, error) {
+func newPluginIn(t *testing.T, api *bottest.Server, dir string, extra map[string]any, logs *testutil.SyncBuffer) (*Plugin, error) {
 	t.Helper()
 	cfg := map[string]any{
 		"token":        bottest.Token,
@@ -113,7 +95,7 @@ func start(t *testing.T, extra map[string]any, pc *fakePC) *harness {
 // startIn starts the channel against api with its data dir in dir.
 func startIn(t *testing.T, api *bottest.Server, dir string, extra map[string]any, pc *fakePC) *harness {
 	t.Helper()
-	h := &harness{t: t, api: api, pc: pc, logs: &syncBuffer{}, dir: dir}
+	h := &harness{t: t, api: api, pc: pc, logs: &testutil.SyncBuffer{}, dir: dir}
 	if h.pc == nil {
 		h.pc = newFakePC()
 	}
@@ -813,7 +795,7 @@ func TestSendMessage(t *testing.T) {
 
 func TestStartChecksAgents(t *testing.T) {
 	api := bottest.New(t)
-	p, err := newPlugin(t, api, map[string]any{"agentMapping": map[string]any{"default": "ghost", "5": "main"}}, &syncBuffer{})
+	p, err := newPlugin(t, api, map[string]any{"agentMapping": map[string]any{"default": "ghost", "5": "main"}}, &testutil.SyncBuffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -829,7 +811,7 @@ func TestStartChecksAgents(t *testing.T) {
 func TestStartRefusedToken(t *testing.T) {
 	api := bottest.New(t)
 	api.SetToken("other:token")
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	p, err := newPlugin(t, api, nil, logs)
 	if err != nil {
 		t.Fatal(err)
@@ -849,7 +831,7 @@ func TestUnreachableAPIKeepsTrying(t *testing.T) {
 	api := bottest.New(t)
 	url := api.URL()
 	api.Close() // nothing listens there any more
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	p, err := newPlugin(t, nil, map[string]any{"apiUrl": url}, logs)
 	if err != nil {
 		t.Fatal(err)

@@ -43,6 +43,8 @@ type Server struct {
 	reject func(c Call) (int, string)
 	// fault, if set, may make a call fail (SetFault).
 	fault func(c Call) Fault
+	// holds are the methods whose replies wait (Hold).
+	holds map[string]chan struct{}
 }
 
 // Fault is how a call fails: after Delay (a timeout, when longer than the
@@ -108,6 +110,33 @@ func (f *Server) SetFault(fault func(c Call) Fault) {
 }
 
 // Close stops the server; nothing listens at its URL any more.
+// Hold makes the replies to method wait, after the call is recorded, until
+// release is called (or the client gives up): a test sees the call, and
+// acts, before the client has the answer. Release is idempotent and is
+// called at the test's end too.
+func (f *Server) Hold(method string) (release func()) {
+	ch := make(chan struct{})
+	f.mu.Lock()
+	if f.holds == nil {
+		f.holds = make(map[string]chan struct{})
+	}
+	f.holds[method] = ch
+	f.mu.Unlock()
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			f.mu.Lock()
+			if f.holds[method] == ch {
+				delete(f.holds, method)
+			}
+			f.mu.Unlock()
+			close(ch)
+		})
+	}
+	f.t.Cleanup(release)
+	return release
+}
+
 func (f *Server) Close() { f.srv.Close() }
 
 func (f *Server) URL() string { return f.srv.URL }
@@ -214,7 +243,15 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	f.calls = append(f.calls, c)
 	f.notify()
+	hold := f.holds[method]
 	f.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	if fault.Body != "" {
 		w.Header().Set("Content-Type", "text/html")
 		w.WriteHeader(cmp.Or(code, http.StatusBadGateway))
