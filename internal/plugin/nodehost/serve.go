@@ -256,6 +256,9 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 		defer p.metaMu.Unlock()
 		return p.meta[a.SessionKey][a.Key], nil
 	}
+	if res, ok, err := p.serveSessionModel(ctx, pc, op, raw, need); ok {
+		return res, err
+	}
 	return nil, fmt.Errorf("ctx.%s is not supported by beige yet", op)
 }
 

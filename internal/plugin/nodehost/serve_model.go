@@ -1,0 +1,124 @@
+package nodehost
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/beige-dev/beige/internal/plugin"
+)
+
+// maxNameLen bounds a session key, agent, provider or model name a plugin
+// passes: longer ones are refused before they reach the gateway.
+const maxNameLen = 512
+
+// serveSessionModel answers getSessionModel, persistSessionModel and
+// clearSessionModel: the session's pinned model, kept by the gateway in the
+// session's settings (so it survives restarts), as the original keeps its
+// activeModel in the session's metadata. handled is false for other ops.
+func (p *Plugin) serveSessionModel(ctx context.Context, pc plugin.PluginContext, op string, raw json.RawMessage, need func() error) (res any, handled bool, err error) {
+	switch op {
+	case "getSessionModel":
+		var a struct {
+			SessionKey string `json:"sessionKey"`
+		}
+		if err := decodeNamed(op, raw, &a, need); err != nil {
+			return nil, true, err
+		}
+		if err := checkNames(op, a.SessionKey); err != nil {
+			return nil, true, err
+		}
+		m, err := sessionModel(ctx, pc, a.SessionKey)
+		if err != nil {
+			return nil, true, fmt.Errorf("ctx.getSessionModel: %w", err)
+		}
+		if m == "" {
+			return nil, true, nil // undefined: no such session
+		}
+		provider, id, _ := strings.Cut(m, "/")
+		return map[string]string{"provider": provider, "modelId": id}, true, nil
+	case "persistSessionModel":
+		var a struct {
+			SessionKey string `json:"sessionKey"`
+			AgentName  string `json:"agentName"`
+			Provider   string `json:"provider"`
+			ModelID    string `json:"modelId"`
+		}
+		if err := decodeNamed(op, raw, &a, need); err != nil {
+			return nil, true, err
+		}
+		if err := checkNames(op, a.SessionKey, a.AgentName, a.Provider, a.ModelID); err != nil {
+			return nil, true, err
+		}
+		// The original ignores (with a warning) an unknown agent or a model
+		// that is not one of the agent's: so do we, and the pin is never
+		// set to a model the agent may not use.
+		if err := pc.SetModel(ctx, a.AgentName, a.SessionKey, a.Provider+"/"+a.ModelID); err != nil {
+			p.log.Warn("ctx.persistSessionModel: ignored", "session", a.SessionKey, "agent", a.AgentName, "err", err)
+		}
+		return nil, true, nil
+	case "clearSessionModel":
+		var a struct {
+			SessionKey string `json:"sessionKey"`
+		}
+		if err := decodeNamed(op, raw, &a, need); err != nil {
+			return nil, true, err
+		}
+		if err := checkNames(op, a.SessionKey); err != nil {
+			return nil, true, err
+		}
+		if err := pc.SetModel(ctx, "", a.SessionKey, ""); err != nil {
+			return nil, true, fmt.Errorf("ctx.clearSessionModel: %w", err)
+		}
+		return nil, true, nil
+	}
+	return nil, false, nil
+}
+
+// decodeNamed decodes a call's arguments strictly and checks that the
+// gateway serves, with errors that name the method.
+func decodeNamed(op string, raw json.RawMessage, v any, need func() error) error {
+	if err := decodeArgs(raw, v); err != nil {
+		return fmt.Errorf("ctx.%s: %w", op, err)
+	}
+	return need()
+}
+
+// checkNames refuses an empty or oversized name.
+func checkNames(op string, names ...string) error {
+	for _, n := range names {
+		if n == "" {
+			return fmt.Errorf("ctx.%s: bad arguments: an empty name", op)
+		}
+		if len(n) > maxNameLen {
+			return fmt.Errorf("ctx.%s: bad arguments: a name longer than %d bytes", op, maxNameLen)
+		}
+	}
+	return nil
+}
+
+// sessionModel is the model ("provider/model") a session uses: the one it
+// is pinned to, else its agent's primary; "" for a session no agent has
+// (the original's undefined before the first message).
+func sessionModel(ctx context.Context, pc plugin.PluginContext, key string) (string, error) {
+	agent, err := sessionAgent(ctx, pc, key)
+	if err != nil {
+		return "", err
+	}
+	if agent != "" {
+		st, err := pc.Status(ctx, agent, key)
+		if err != nil {
+			return "", err
+		}
+		return st.Model, nil
+	}
+	// A session pinned before its first message has no file yet: its pin
+	// is still its model.
+	for _, ag := range pc.Agents() {
+		if st, err := pc.Status(ctx, ag, key); err == nil && st.Pinned {
+			return st.Model, nil
+		}
+	}
+	return "", nil
+}

@@ -1,0 +1,116 @@
+package nodehost
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/beige-dev/beige/internal/plugin"
+	"github.com/beige-dev/beige/internal/proto"
+)
+
+// modelContext is a gateway with two agents whose sessions can be pinned to
+// one of their models, as the gateway's pinModel does.
+type modelContext struct {
+	fakeContext
+	pins map[string]string
+}
+
+func (c *modelContext) models(agent string) []string {
+	return map[string][]string{"travel": {"pa/model-a", "pb/model-b"}, "helper": {"pa/model-a"}}[agent]
+}
+
+func (c *modelContext) SetModel(_ context.Context, agent, key, model string) error {
+	if model == "" {
+		delete(c.pins, key)
+		return nil
+	}
+	for _, m := range c.models(agent) {
+		if m == model {
+			c.pins[key] = model
+			return nil
+		}
+	}
+	return errors.New("model " + model + " is not one of agent " + agent + "'s models")
+}
+
+func (c *modelContext) Status(_ context.Context, agent, key string) (plugin.SessionStatus, error) {
+	ms := c.models(agent)
+	if ms == nil {
+		return plugin.SessionStatus{}, errors.New("unknown agent")
+	}
+	st := plugin.SessionStatus{Agent: agent, SessionKey: key, Model: ms[0]}
+	for _, m := range ms {
+		if c.pins[key] == m {
+			st.Model, st.Pinned = m, true
+		}
+	}
+	return st, nil
+}
+
+func (c *modelContext) Sessions(_ context.Context, agent string) ([]proto.SessionInfo, error) {
+	if agent == "travel" {
+		return []proto.SessionInfo{{ID: "tg:1", AgentName: "travel", SessionFile: "/s/tg1.jsonl"}}, nil
+	}
+	return nil, nil
+}
+
+// TestSessionModel: a plugin reads the model a session uses (the agent's
+// primary until pinned), pins it to one of the agent's models, cannot pin
+// it to any other (ignored, as in the original), clears the pin; a session
+// no agent has is undefined; hostile arguments are refused naming the
+// method.
+func TestSessionModel(t *testing.T) {
+	f := mustFixture(t, map[string][]string{"travel": {"modely"}}, tsPlugin{name: "modely", source: `
+export function createPlugin(config, ctx) {
+  return { register(r) { r.tool({ name: "modely", description: "", handler: async () => {
+    const out = [];
+    const show = () => { const m = ctx.getSessionModel("tg:1"); out.push(m === undefined ? "undefined" : m.provider + "/" + m.modelId); };
+    show();
+    ctx.persistSessionModel("tg:1", "travel", "pb", "model-b"); show();
+    ctx.persistSessionModel("tg:1", "travel", "evil", "model-x"); show();
+    ctx.persistSessionModel("tg:1", "nobody", "pa", "model-a"); show();
+    ctx.clearSessionModel("tg:1"); show();
+    out.push(String(ctx.getSessionModel("tg:unknown")));
+    ctx.persistSessionModel("tg:new", "helper", "pa", "model-a");
+    out.push(JSON.stringify(ctx.getSessionModel("tg:new")));
+    for (const bad of [() => ctx.getSessionModel("k".repeat(600)), () => ctx.clearSessionModel(""), () => ctx.getSessionModel(42)]) {
+      try { bad(); out.push("accepted"); } catch (e) { out.push(e.message); }
+    }
+    return { output: JSON.stringify(out), exitCode: 0 };
+  }}); } };
+}`})
+	pc := &modelContext{pins: map[string]string{}}
+	if err := f.host.Start(context.Background(), pc); err != nil {
+		t.Fatal(err)
+	}
+	resp := f.call("travel", "modely")
+	if !resp.Success {
+		t.Fatalf("%+v\n%s", resp, f.log)
+	}
+	var got []string
+	if err := json.Unmarshal([]byte(resp.Output), &got); err != nil {
+		t.Fatalf("%v: %s", err, resp.Output)
+	}
+	want := []string{
+		"pa/model-a", "pb/model-b", "pb/model-b", "pb/model-b", "pa/model-a",
+		"undefined",
+		`{"modelId":"model-a","provider":"pa"}`,
+		"ctx.getSessionModel: bad arguments: a name longer than 512 bytes",
+		"ctx.clearSessionModel: bad arguments: an empty name",
+		"ctx.getSessionModel: bad arguments:",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %q", got)
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("step %d: got %q, want %q", i, got[i], want[i])
+		}
+	}
+	if !strings.Contains(f.log.String(), "ctx.persistSessionModel: ignored") {
+		t.Errorf("the ignored pin is not logged:\n%s", f.log)
+	}
+}
