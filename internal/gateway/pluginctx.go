@@ -11,6 +11,7 @@ import (
 
 	"github.com/beige-dev/beige/internal/agent"
 	"github.com/beige-dev/beige/internal/config"
+	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/plugin"
 	"github.com/beige-dev/beige/internal/proto"
 )
@@ -28,6 +29,7 @@ type pluginContext struct {
 }
 
 var _ plugin.PluginContext = (*pluginContext)(nil)
+var _ plugin.ModelLookup = (*pluginContext)(nil)
 
 func (p *pluginContext) Agents() []string { return slices.Clone(p.g.cfg.AgentOrder) }
 
@@ -141,6 +143,15 @@ func (p *pluginContext) Settings(sessionKey string, channelDefaults map[string]a
 
 func (p *pluginContext) SetSetting(sessionKey, name string, value any) error {
 	return p.g.settings.Set(sessionKey, name, value)
+}
+
+// LookupModel implements plugin.ModelLookup: the metadata of a model of a
+// configured provider.
+func (p *pluginContext) LookupModel(provider, modelID string) (llm.Model, bool) {
+	if _, ok := p.g.cfg.LLM.Providers[provider]; !ok || modelID == "" {
+		return llm.Model{}, false
+	}
+	return p.g.modelInfo(config.ModelRef{Provider: provider, Model: modelID}), true
 }
 
 // models returns the agent's models, primary first.

@@ -108,3 +108,12 @@ type ApprovalEvent struct {
 	Expires time.Time
 	Outcome string
 }
+
+// ModelLookup is the optional part of a PluginContext that describes a
+// model (the gateway's implements it).
+type ModelLookup interface {
+	// LookupModel returns the metadata of a model of a configured provider
+	// (from the catalogue or llm.providers.<p>.models, else the safe
+	// guesses); false for a provider that is not configured.
+	LookupModel(provider, modelID string) (llm.Model, bool)
+}

@@ -3,6 +3,7 @@ package nodehost
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -13,7 +14,7 @@ import (
 // passes: longer ones are refused before they reach the gateway.
 const maxNameLen = 512
 
-// serveSessionModel answers getSessionModel, persistSessionModel and
+// serveSessionModel answers getModel, getSessionModel, persistSessionModel and
 // clearSessionModel: the session's pinned model, kept by the gateway in the
 // session's settings (so it survives restarts), as the original keeps its
 // activeModel in the session's metadata. handled is false for other ops.
@@ -58,6 +59,9 @@ func (p *Plugin) serveSessionModel(ctx context.Context, pc plugin.PluginContext,
 			p.log.Warn("ctx.persistSessionModel: ignored", "session", a.SessionKey, "agent", a.AgentName, "err", err)
 		}
 		return nil, true, nil
+	case "getModel":
+		res, err := serveModelInfo(pc, raw, need)
+		return res, true, err
 	case "clearSessionModel":
 		var a struct {
 			SessionKey string `json:"sessionKey"`
@@ -121,4 +125,31 @@ func sessionModel(ctx context.Context, pc plugin.PluginContext, key string) (str
 		}
 	}
 	return "", nil
+}
+
+// serveModelInfo answers getModel: a model's metadata in the original's
+// ModelInfo shape, undefined for a provider that is not configured.
+func serveModelInfo(pc plugin.PluginContext, raw json.RawMessage, need func() error) (any, error) {
+	var a struct {
+		Provider string `json:"provider"`
+		ModelID  string `json:"modelId"`
+	}
+	if err := decodeNamed("getModel", raw, &a, need); err != nil {
+		return nil, err
+	}
+	if err := checkNames("getModel", a.Provider, a.ModelID); err != nil {
+		return nil, err
+	}
+	ml, ok := pc.(plugin.ModelLookup)
+	if !ok {
+		return nil, errors.New("ctx.getModel: this gateway cannot describe models")
+	}
+	m, ok := ml.LookupModel(a.Provider, a.ModelID)
+	if !ok {
+		return nil, nil
+	}
+	return map[string]any{
+		"provider": a.Provider, "modelId": m.ID, "name": m.Name,
+		"contextWindow": m.ContextWindow, "maxTokens": m.MaxTokens,
+	}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/plugin"
 	"github.com/beige-dev/beige/internal/proto"
 )
@@ -112,5 +113,36 @@ export function createPlugin(config, ctx) {
 	}
 	if !strings.Contains(f.log.String(), "ctx.persistSessionModel: ignored") {
 		t.Errorf("the ignored pin is not logged:\n%s", f.log)
+	}
+}
+
+// lookupContext knows one provider's models.
+type lookupContext struct{ fakeContext }
+
+func (c *lookupContext) LookupModel(provider, id string) (llm.Model, bool) {
+	if provider != "pa" {
+		return llm.Model{}, false
+	}
+	return llm.Model{ID: id, Name: "Model " + id, Provider: "pa", ContextWindow: 200000, MaxTokens: 64000}, true
+}
+
+// TestGetModel: getModel answers the original's ModelInfo for a model of a
+// configured provider and undefined for any other provider.
+func TestGetModel(t *testing.T) {
+	f := mustFixture(t, map[string][]string{"travel": {"infoy"}}, tsPlugin{name: "infoy", source: `
+export function createPlugin(config, ctx) {
+  return { register(r) { r.tool({ name: "infoy", description: "", handler: async () => {
+    const out = [ctx.getModel("pa", "model-a"), String(ctx.getModel("nope", "model-a"))];
+    try { ctx.getModel("pa", ""); out.push("accepted"); } catch (e) { out.push(e.message); }
+    return { output: JSON.stringify(out), exitCode: 0 };
+  }}); } };
+}`})
+	if err := f.host.Start(context.Background(), &lookupContext{}); err != nil {
+		t.Fatal(err)
+	}
+	resp := f.call("travel", "infoy")
+	want := `[{"contextWindow":200000,"maxTokens":64000,"modelId":"model-a","name":"Model model-a","provider":"pa"},"undefined","ctx.getModel: bad arguments: an empty name"]`
+	if !resp.Success || resp.Output != want {
+		t.Errorf("got %+v\nwant %s", resp, want)
 	}
 }
