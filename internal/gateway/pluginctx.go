@@ -30,6 +30,7 @@ type pluginContext struct {
 
 var _ plugin.PluginContext = (*pluginContext)(nil)
 var _ plugin.ModelLookup = (*pluginContext)(nil)
+var _ plugin.ModelHealth = (*pluginContext)(nil)
 
 func (p *pluginContext) Agents() []string { return slices.Clone(p.g.cfg.AgentOrder) }
 
@@ -152,6 +153,30 @@ func (p *pluginContext) LookupModel(provider, modelID string) (llm.Model, bool) 
 		return llm.Model{}, false
 	}
 	return p.g.modelInfo(config.ModelRef{Provider: provider, Model: modelID}), true
+}
+
+// ModelHealth implements plugin.ModelHealth from the routing's health store.
+func (p *pluginContext) ModelHealth(provider, modelID string) (plugin.ModelHealthStatus, bool) {
+	h := p.g.health
+	if h == nil {
+		return plugin.ModelHealthStatus{}, false
+	}
+	e, ok := h.Entry(provider + "/" + modelID)
+	if !ok {
+		return plugin.ModelHealthStatus{}, false
+	}
+	st := plugin.ModelHealthStatus{LastError: e.LastError, ConsecutiveFailures: e.ConsecutiveFailures}
+	if left := e.RetryAfter.Sub(h.Now()); !e.RetryAfter.IsZero() && left > 0 {
+		st.CoolingDown, st.Remaining = true, left
+	}
+	return st, true
+}
+
+// ClearModelHealth implements plugin.ModelHealth.
+func (p *pluginContext) ClearModelHealth(provider, modelID string) {
+	if p.g.health != nil {
+		p.g.health.Clear(provider + "/" + modelID)
+	}
 }
 
 // models returns the agent's models, primary first.

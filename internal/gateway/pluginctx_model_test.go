@@ -1,9 +1,12 @@
 package gateway
 
 import (
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/beige-dev/beige/internal/config"
+	"github.com/beige-dev/beige/internal/routing"
 )
 
 // TestLookupModel: a plugin's getModel sees the catalogue's entry for a
@@ -25,5 +28,28 @@ func TestLookupModel(t *testing.T) {
 	}
 	if m, ok := p.LookupModel("nope", "m1"); ok {
 		t.Errorf("unconfigured provider: %+v", m)
+	}
+}
+
+// TestPluginModelHealth: a plugin sees a model's cooldown and failures as
+// the routing recorded them, and clearing ends the cooldown for the router
+// too.
+func TestPluginModelHealth(t *testing.T) {
+	h := routing.OpenHealth("", nil)
+	p := &pluginContext{g: &Gateway{health: h}}
+	if _, ok := p.ModelHealth("pa", "m"); ok {
+		t.Error("health of a model nothing was recorded for")
+	}
+	h.RecordRateLimit("pa/m", h.Now().Add(time.Minute), errors.New("429"))
+	st, ok := p.ModelHealth("pa", "m")
+	if !ok || !st.CoolingDown || st.Remaining <= 50*time.Second || st.Remaining > time.Minute || st.ConsecutiveFailures != 1 || st.LastError != "429" {
+		t.Errorf("ModelHealth = %+v, %v", st, ok)
+	}
+	p.ClearModelHealth("pa", "m")
+	if _, ok := h.CooldownUntil("pa/m", h.Now()); ok {
+		t.Error("the router still sees the cooldown")
+	}
+	if st, ok := p.ModelHealth("pa", "m"); ok {
+		t.Errorf("health after clear: %+v", st)
 	}
 }

@@ -117,3 +117,21 @@ type ModelLookup interface {
 	// guesses); false for a provider that is not configured.
 	LookupModel(provider, modelID string) (llm.Model, bool)
 }
+
+// ModelHealth is the optional part of a PluginContext that reads and
+// clears the routing's health of a model (the gateway's implements it).
+type ModelHealth interface {
+	// ModelHealth returns the state recorded for provider/model; false
+	// when nothing was recorded.
+	ModelHealth(provider, modelID string) (ModelHealthStatus, bool)
+	// ClearModelHealth ends the model's cooldown and resets its failures.
+	ClearModelHealth(provider, modelID string)
+}
+
+// ModelHealthStatus is a model's cooldown and failures.
+type ModelHealthStatus struct {
+	CoolingDown         bool
+	Remaining           time.Duration // of the cooldown; 0 when not cooling down
+	LastError           string
+	ConsecutiveFailures int
+}

@@ -59,6 +59,9 @@ func (p *Plugin) serveSessionModel(ctx context.Context, pc plugin.PluginContext,
 			p.log.Warn("ctx.persistSessionModel: ignored", "session", a.SessionKey, "agent", a.AgentName, "err", err)
 		}
 		return nil, true, nil
+	case "getModelHealth", "clearModelHealth":
+		res, err := serveModelHealth(pc, op, raw, need)
+		return res, true, err
 	case "getModel":
 		res, err := serveModelInfo(pc, raw, need)
 		return res, true, err
@@ -152,4 +155,39 @@ func serveModelInfo(pc plugin.PluginContext, raw json.RawMessage, need func() er
 		"provider": a.Provider, "modelId": m.ID, "name": m.Name,
 		"contextWindow": m.ContextWindow, "maxTokens": m.MaxTokens,
 	}, nil
+}
+
+// serveModelHealth answers getModelHealth (undefined when nothing was
+// recorded for the model) and clearModelHealth.
+func serveModelHealth(pc plugin.PluginContext, op string, raw json.RawMessage, need func() error) (any, error) {
+	var a struct {
+		Provider string `json:"provider"`
+		ModelID  string `json:"modelId"`
+	}
+	if err := decodeNamed(op, raw, &a, need); err != nil {
+		return nil, err
+	}
+	if err := checkNames(op, a.Provider, a.ModelID); err != nil {
+		return nil, err
+	}
+	mh, ok := pc.(plugin.ModelHealth)
+	if !ok {
+		return nil, fmt.Errorf("ctx.%s: this gateway keeps no model health", op)
+	}
+	if op == "clearModelHealth" {
+		mh.ClearModelHealth(a.Provider, a.ModelID)
+		return nil, nil
+	}
+	st, ok := mh.ModelHealth(a.Provider, a.ModelID)
+	if !ok {
+		return nil, nil
+	}
+	out := map[string]any{
+		"isCoolingDown": st.CoolingDown, "remainingCooldownMs": st.Remaining.Milliseconds(),
+		"consecutiveFailures": st.ConsecutiveFailures,
+	}
+	if st.LastError != "" {
+		out["lastError"] = st.LastError
+	}
+	return out, nil
 }

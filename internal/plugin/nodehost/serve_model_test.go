@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/plugin"
@@ -142,6 +143,47 @@ export function createPlugin(config, ctx) {
 	}
 	resp := f.call("travel", "infoy")
 	want := `[{"contextWindow":200000,"maxTokens":64000,"modelId":"model-a","name":"Model model-a","provider":"pa"},"undefined","ctx.getModel: bad arguments: an empty name"]`
+	if !resp.Success || resp.Output != want {
+		t.Errorf("got %+v\nwant %s", resp, want)
+	}
+}
+
+// healthContext has one model cooling down until it is cleared.
+type healthContext struct {
+	fakeContext
+	cleared bool
+}
+
+func (c *healthContext) ModelHealth(provider, id string) (plugin.ModelHealthStatus, bool) {
+	if provider+"/"+id != "pa/model-a" || c.cleared {
+		return plugin.ModelHealthStatus{}, false
+	}
+	return plugin.ModelHealthStatus{CoolingDown: true, Remaining: 1500 * time.Millisecond, LastError: "429", ConsecutiveFailures: 2}, true
+}
+
+func (c *healthContext) ClearModelHealth(provider, id string) {
+	if provider+"/"+id == "pa/model-a" {
+		c.cleared = true
+	}
+}
+
+// TestModelHealth: getModelHealth answers the original's shape (undefined
+// when nothing was recorded), clearModelHealth resets it.
+func TestModelHealth(t *testing.T) {
+	f := mustFixture(t, map[string][]string{"travel": {"healthy"}}, tsPlugin{name: "healthy", source: `
+export function createPlugin(config, ctx) {
+  return { register(r) { r.tool({ name: "healthy", description: "", handler: async () => {
+    const out = [ctx.getModelHealth("pa", "model-a"), String(ctx.getModelHealth("pb", "model-b"))];
+    out.push(String(ctx.clearModelHealth("pa", "model-a")));
+    out.push(String(ctx.getModelHealth("pa", "model-a")));
+    return { output: JSON.stringify(out), exitCode: 0 };
+  }}); } };
+}`})
+	if err := f.host.Start(context.Background(), &healthContext{}); err != nil {
+		t.Fatal(err)
+	}
+	resp := f.call("travel", "healthy")
+	want := `[{"consecutiveFailures":2,"isCoolingDown":true,"lastError":"429","remainingCooldownMs":1500},"undefined","undefined","undefined"]`
 	if !resp.Success || resp.Output != want {
 		t.Errorf("got %+v\nwant %s", resp, want)
 	}
