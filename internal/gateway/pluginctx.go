@@ -31,6 +31,7 @@ type pluginContext struct {
 var _ plugin.PluginContext = (*pluginContext)(nil)
 var _ plugin.ModelLookup = (*pluginContext)(nil)
 var _ plugin.ModelHealth = (*pluginContext)(nil)
+var _ plugin.Disposer = (*pluginContext)(nil)
 
 func (p *pluginContext) Agents() []string { return slices.Clone(p.g.cfg.AgentOrder) }
 
@@ -176,6 +177,13 @@ func (p *pluginContext) ModelHealth(provider, modelID string) (plugin.ModelHealt
 func (p *pluginContext) ClearModelHealth(provider, modelID string) {
 	if p.g.health != nil {
 		p.g.health.Clear(provider + "/" + modelID)
+	}
+}
+
+// DisposeSession implements plugin.Disposer.
+func (p *pluginContext) DisposeSession(sessionKey string) {
+	for _, ag := range p.g.cfg.AgentOrder {
+		p.g.manager.Dispose(ag, sessionKey)
 	}
 }
 

@@ -135,3 +135,12 @@ type ModelHealthStatus struct {
 	LastError           string
 	ConsecutiveFailures int
 }
+
+// Disposer is the optional part of a PluginContext that drops a session
+// from memory (the gateway's implements it).
+type Disposer interface {
+	// DisposeSession drops every agent's in-memory conversation of the
+	// session key, so the next prompt reads it again from its file; a
+	// running prompt keeps its own until it ends.
+	DisposeSession(sessionKey string)
+}

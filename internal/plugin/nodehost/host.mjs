@@ -103,11 +103,11 @@ function makeContext(init) {
     getSessionMetadata: (sessionKey, key) => syncCall("getSessionMetadata", { sessionKey, key }) ?? undefined,
     isSessionActive: (sessionKey) => !!syncCall("isSessionActive", { sessionKey }),
     getRegisteredTools: () => syncCall("getRegisteredTools", {}),
-    // invokeTool, steerSession, disposeSession, llmPrompt and getSessionUsage
+    // invokeTool, steerSession, llmPrompt and getSessionUsage
     // are not served yet: the gateway answers each with a clear error.
     invokeTool: (toolName, args, sessionContext) => asyncCall("invokeTool", { toolName, args, sessionContext }),
     steerSession: (sessionKey, text) => asyncCall("steerSession", { sessionKey, text }),
-    disposeSession: (sessionKey) => asyncCall("disposeSession", { sessionKey }),
+    disposeSession: (sessionKey) => asyncCall("disposeSession", { sessionKey }).then(() => undefined),
     llmPrompt: (provider, modelId, messages, opts) => asyncCall("llmPrompt", { provider, modelId, messages, opts }),
     getModel: (provider, modelId) => syncCall("getModel", { provider, modelId }) ?? undefined,
     getModelHealth: (provider, modelId) => syncCall("getModelHealth", { provider, modelId }) ?? undefined,

@@ -62,6 +62,22 @@ func (p *Plugin) serveSessionModel(ctx context.Context, pc plugin.PluginContext,
 	case "getModelHealth", "clearModelHealth":
 		res, err := serveModelHealth(pc, op, raw, need)
 		return res, true, err
+	case "disposeSession":
+		var a struct {
+			SessionKey string `json:"sessionKey"`
+		}
+		if err := decodeNamed(op, raw, &a, need); err != nil {
+			return nil, true, err
+		}
+		if err := checkNames(op, a.SessionKey); err != nil {
+			return nil, true, err
+		}
+		d, ok := pc.(plugin.Disposer)
+		if !ok {
+			return nil, true, errors.New("ctx.disposeSession: this gateway cannot dispose sessions")
+		}
+		d.DisposeSession(a.SessionKey)
+		return nil, true, nil
 	case "getModel":
 		res, err := serveModelInfo(pc, raw, need)
 		return res, true, err

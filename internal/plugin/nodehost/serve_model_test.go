@@ -188,3 +188,37 @@ export function createPlugin(config, ctx) {
 		t.Errorf("got %+v\nwant %s", resp, want)
 	}
 }
+
+// disposeContext records the sessions disposed.
+type disposeContext struct {
+	fakeContext
+	disposed []string
+}
+
+func (c *disposeContext) DisposeSession(key string) { c.disposed = append(c.disposed, key) }
+
+// TestDisposeSession: disposeSession (async, as in the original) reaches
+// the gateway with the session key and resolves to undefined.
+func TestDisposeSession(t *testing.T) {
+	f := mustFixture(t, map[string][]string{"travel": {"disposy"}}, tsPlugin{name: "disposy", source: `
+export function createPlugin(config, ctx) {
+  return { register(r) { r.tool({ name: "disposy", description: "", handler: async () => {
+    const p = ctx.disposeSession("tg:1");
+    const v = await p;
+    let bad = "";
+    try { await ctx.disposeSession(""); } catch (e) { bad = e.message; }
+    return { output: (p instanceof Promise) + " " + String(v) + " " + bad, exitCode: 0 };
+  }}); } };
+}`})
+	pc := &disposeContext{}
+	if err := f.host.Start(context.Background(), pc); err != nil {
+		t.Fatal(err)
+	}
+	resp := f.call("travel", "disposy")
+	if !resp.Success || resp.Output != "true undefined ctx.disposeSession: bad arguments: an empty name" {
+		t.Errorf("got %+v", resp)
+	}
+	if len(pc.disposed) != 1 || pc.disposed[0] != "tg:1" {
+		t.Errorf("disposed %q", pc.disposed)
+	}
+}
