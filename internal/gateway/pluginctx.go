@@ -32,6 +32,7 @@ var _ plugin.PluginContext = (*pluginContext)(nil)
 var _ plugin.ModelLookup = (*pluginContext)(nil)
 var _ plugin.ModelHealth = (*pluginContext)(nil)
 var _ plugin.Disposer = (*pluginContext)(nil)
+var _ plugin.UsageReader = (*pluginContext)(nil)
 
 func (p *pluginContext) Agents() []string { return slices.Clone(p.g.cfg.AgentOrder) }
 
@@ -185,6 +186,24 @@ func (p *pluginContext) DisposeSession(sessionKey string) {
 	for _, ag := range p.g.cfg.AgentOrder {
 		p.g.manager.Dispose(ag, sessionKey)
 	}
+}
+
+// SessionUsage implements plugin.UsageReader from the session's file, as
+// the original reads it: the last assistant reply that did not fail or
+// abort.
+func (p *pluginContext) SessionUsage(ctx context.Context, agentName, sessionKey string) (llm.Usage, bool, error) {
+	msgs, err := p.g.manager.History(ctx, agentName, sessionKey)
+	if err != nil {
+		return llm.Usage{}, false, err
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		a := msgs[i].Assistant
+		if a == nil || a.StopReason == llm.StopReasonError || a.StopReason == llm.StopReasonAborted {
+			continue
+		}
+		return a.Usage, true, nil
+	}
+	return llm.Usage{}, false, nil
 }
 
 // models returns the agent's models, primary first.

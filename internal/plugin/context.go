@@ -144,3 +144,11 @@ type Disposer interface {
 	// running prompt keeps its own until it ends.
 	DisposeSession(sessionKey string)
 }
+
+// UsageReader is the optional part of a PluginContext that reads a
+// session's most recent token usage (the gateway's implements it).
+type UsageReader interface {
+	// SessionUsage returns the usage of the session's last assistant reply
+	// that did not fail or abort; false when it has none.
+	SessionUsage(ctx context.Context, agent, sessionKey string) (llm.Usage, bool, error)
+}

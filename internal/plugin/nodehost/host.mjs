@@ -103,8 +103,8 @@ function makeContext(init) {
     getSessionMetadata: (sessionKey, key) => syncCall("getSessionMetadata", { sessionKey, key }) ?? undefined,
     isSessionActive: (sessionKey) => !!syncCall("isSessionActive", { sessionKey }),
     getRegisteredTools: () => syncCall("getRegisteredTools", {}),
-    // invokeTool, steerSession, llmPrompt and getSessionUsage
-    // are not served yet: the gateway answers each with a clear error.
+    // invokeTool, steerSession and llmPrompt are not served yet: the
+    // gateway answers each with a clear error.
     invokeTool: (toolName, args, sessionContext) => asyncCall("invokeTool", { toolName, args, sessionContext }),
     steerSession: (sessionKey, text) => asyncCall("steerSession", { sessionKey, text }),
     disposeSession: (sessionKey) => asyncCall("disposeSession", { sessionKey }).then(() => undefined),

@@ -78,6 +78,40 @@ func (p *Plugin) serveSessionModel(ctx context.Context, pc plugin.PluginContext,
 		}
 		d.DisposeSession(a.SessionKey)
 		return nil, true, nil
+	case "getSessionUsage":
+		var a struct {
+			SessionKey string `json:"sessionKey"`
+		}
+		if err := decodeNamed(op, raw, &a, need); err != nil {
+			return nil, true, err
+		}
+		if err := checkNames(op, a.SessionKey); err != nil {
+			return nil, true, err
+		}
+		ur, ok := pc.(plugin.UsageReader)
+		if !ok {
+			return nil, true, errors.New("ctx.getSessionUsage: this gateway cannot read usage")
+		}
+		agent, err := sessionAgent(ctx, pc, a.SessionKey)
+		if err != nil {
+			return nil, true, fmt.Errorf("ctx.getSessionUsage: %w", err)
+		}
+		if agent == "" {
+			return nil, true, nil
+		}
+		u, ok, err := ur.SessionUsage(ctx, agent, a.SessionKey)
+		if err != nil {
+			return nil, true, fmt.Errorf("ctx.getSessionUsage: %w", err)
+		}
+		if !ok {
+			return nil, true, nil
+		}
+		// inputTokens is the context's size, as the original computes it.
+		in := u.TotalTokens
+		if in == 0 {
+			in = u.Input + u.Output + u.CacheRead + u.CacheWrite
+		}
+		return map[string]int{"inputTokens": in, "outputTokens": u.Output, "cacheReadTokens": u.CacheRead, "cacheWriteTokens": u.CacheWrite}, true, nil
 	case "getModel":
 		res, err := serveModelInfo(pc, raw, need)
 		return res, true, err

@@ -222,3 +222,33 @@ export function createPlugin(config, ctx) {
 		t.Errorf("disposed %q", pc.disposed)
 	}
 }
+
+// usageContext has one session with a reply's usage.
+type usageContext struct{ modelContext }
+
+func (c *usageContext) SessionUsage(_ context.Context, agent, key string) (llm.Usage, bool, error) {
+	if agent != "travel" || key != "tg:1" {
+		return llm.Usage{}, false, nil
+	}
+	return llm.Usage{Input: 100, Output: 20, CacheRead: 300, CacheWrite: 5}, true, nil
+}
+
+// TestSessionUsage: getSessionUsage answers the original's SessionUsage of
+// the session's last reply, inputTokens being the context's size, and
+// undefined for a session no agent has.
+func TestSessionUsage(t *testing.T) {
+	f := mustFixture(t, map[string][]string{"travel": {"usagy"}}, tsPlugin{name: "usagy", source: `
+export function createPlugin(config, ctx) {
+  return { register(r) { r.tool({ name: "usagy", description: "", handler: async () => {
+    return { output: JSON.stringify([ctx.getSessionUsage("tg:1"), String(ctx.getSessionUsage("tg:other"))]), exitCode: 0 };
+  }}); } };
+}`})
+	if err := f.host.Start(context.Background(), &usageContext{modelContext{pins: map[string]string{}}}); err != nil {
+		t.Fatal(err)
+	}
+	resp := f.call("travel", "usagy")
+	want := `[{"cacheReadTokens":300,"cacheWriteTokens":5,"inputTokens":425,"outputTokens":20},"undefined"]`
+	if !resp.Success || resp.Output != want {
+		t.Errorf("got %+v\nwant %s", resp, want)
+	}
+}
