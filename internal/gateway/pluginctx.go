@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -33,6 +34,7 @@ var _ plugin.ModelLookup = (*pluginContext)(nil)
 var _ plugin.ModelHealth = (*pluginContext)(nil)
 var _ plugin.Disposer = (*pluginContext)(nil)
 var _ plugin.UsageReader = (*pluginContext)(nil)
+var _ plugin.MetadataStore = (*pluginContext)(nil)
 
 func (p *pluginContext) Agents() []string { return slices.Clone(p.g.cfg.AgentOrder) }
 
@@ -204,6 +206,25 @@ func (p *pluginContext) SessionUsage(ctx context.Context, agentName, sessionKey 
 		return a.Usage, true, nil
 	}
 	return llm.Usage{}, false, nil
+}
+
+// SessionMetadata implements plugin.MetadataStore.
+func (p *pluginContext) SessionMetadata(sessionKey string) (map[string]json.RawMessage, bool) {
+	return p.g.manager.SessionMetadata(sessionKey)
+}
+
+// SetSessionMetadata implements plugin.MetadataStore in the session-map
+// entry. activeModel is refused: the original's pinned model, which the
+// gateway takes over as a pin at start (persistSessionModel sets a pin).
+func (p *pluginContext) SetSessionMetadata(sessionKey, name string, value json.RawMessage) (bool, error) {
+	if name == "activeModel" {
+		return false, errors.New("activeModel is the session's pinned model: use persistSessionModel")
+	}
+	err := p.g.manager.SetSessionMetadata(sessionKey, name, value)
+	if errors.Is(err, agent.ErrNoSessionEntry) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // models returns the agent's models, primary first.

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/beige-dev/beige/internal/llm"
@@ -151,4 +152,17 @@ type UsageReader interface {
 	// SessionUsage returns the usage of the session's last assistant reply
 	// that did not fail or abort; false when it has none.
 	SessionUsage(ctx context.Context, agent, sessionKey string) (llm.Usage, bool, error)
+}
+
+// MetadataStore is the optional part of a PluginContext that keeps what
+// plugins set on a session in the session's entry, across restarts (the
+// gateway's implements it).
+type MetadataStore interface {
+	// SessionMetadata returns the session's stored metadata; false when
+	// the session has no entry yet.
+	SessionMetadata(sessionKey string) (map[string]json.RawMessage, bool)
+	// SetSessionMetadata stores one key (a nil value removes it); stored
+	// is false when the session has no entry yet (before its first
+	// message). Oversized names, values or totals are errors.
+	SetSessionMetadata(sessionKey, name string, value json.RawMessage) (stored bool, err error)
 }

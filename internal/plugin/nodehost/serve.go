@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/beige-dev/beige/internal/llm"
@@ -204,7 +203,7 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 		var a struct {
 			SessionKey string         `json:"sessionKey"`
 			AgentName  string         `json:"agentName"`
-			Metadata   map[string]any `json:"metadata"`
+			Metadata   map[string]json.RawMessage `json:"metadata"`
 		}
 		if err := args(&a); err != nil {
 			return nil, err
@@ -219,42 +218,39 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 		if p.meta == nil {
 			p.meta = map[string]map[string]any{}
 		}
-		p.meta[a.SessionKey] = map[string]any{"\x00agent": a.AgentName}
-		for k, v := range a.Metadata {
-			p.meta[a.SessionKey][k] = v
-		}
-		p.metaMu.Unlock()
-		return "", nil
-	case "setSessionMetadata":
-		var a struct {
-			SessionKey string `json:"sessionKey"`
-			Key        string `json:"key"`
-			Value      any    `json:"value"`
-		}
-		if err := decodeArgs(raw, &a); err != nil {
-			return nil, err
-		}
-		p.metaMu.Lock()
-		if p.meta == nil {
-			p.meta = map[string]map[string]any{}
-		}
 		if p.meta[a.SessionKey] == nil {
 			p.meta[a.SessionKey] = map[string]any{}
 		}
-		p.meta[a.SessionKey][a.Key] = a.Value
+		p.meta[a.SessionKey]["\x00agent"] = a.AgentName
 		p.metaMu.Unlock()
+		for k, v := range a.Metadata {
+			if err := p.setMetadata(pc, a.SessionKey, k, v); err != nil {
+				return nil, fmt.Errorf("ctx.createSession: %w", err)
+			}
+		}
+		return "", nil
+	case "setSessionMetadata":
+		var a struct {
+			SessionKey string          `json:"sessionKey"`
+			Key        string          `json:"key"`
+			Value      json.RawMessage `json:"value"`
+		}
+		if err := decodeNamed(op, raw, &a, need); err != nil {
+			return nil, err
+		}
+		if err := p.setMetadata(pc, a.SessionKey, a.Key, a.Value); err != nil {
+			return nil, err
+		}
 		return nil, nil
 	case "getSessionMetadata":
 		var a struct {
 			SessionKey string `json:"sessionKey"`
 			Key        string `json:"key"`
 		}
-		if err := decodeArgs(raw, &a); err != nil {
+		if err := decodeNamed(op, raw, &a, need); err != nil {
 			return nil, err
 		}
-		p.metaMu.Lock()
-		defer p.metaMu.Unlock()
-		return p.meta[a.SessionKey][a.Key], nil
+		return p.metadata(pc, a.SessionKey)[a.Key], nil
 	}
 	if res, ok, err := p.serveSessionModel(ctx, pc, op, raw, need); ok {
 		return res, err
@@ -305,10 +301,12 @@ func (p *Plugin) lister(pc plugin.PluginContext, need func() error) (sessionList
 // metadata kept for it. Its metadata is what the plugin set on it.
 func (p *Plugin) sessionEntry(ctx context.Context, pc plugin.PluginContext, sl sessionLister, key string) (any, error) {
 	p.metaMu.Lock()
-	meta := maps.Clone(p.meta[key])
+	created, _ := p.meta[key]["\x00agent"].(string)
 	p.metaMu.Unlock()
-	created, _ := meta["\x00agent"].(string)
-	delete(meta, "\x00agent")
+	meta := p.metadata(pc, key)
+	if len(meta) == 0 {
+		meta = nil
+	}
 	for _, ag := range pc.Agents() {
 		list, err := sl.Sessions(ctx, ag)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/beige-dev/beige/internal/plugin"
@@ -240,4 +241,113 @@ func serveModelHealth(pc plugin.PluginContext, op string, raw json.RawMessage, n
 		out["lastError"] = st.LastError
 	}
 	return out, nil
+}
+
+// Limits on session metadata a plugin sets (it is not trusted); the
+// gateway's store bounds what it keeps too.
+const (
+	maxMetaName  = 256
+	maxMetaValue = 16 << 10
+	maxMetaKeys  = 4096 // kept in memory, over all sessions without an entry yet
+)
+
+// setMetadata stores one key of a session's metadata in the gateway's
+// store (the session-map entry, across restarts); before the session has
+// an entry it is kept in this host's memory, as a stub, and moved to the
+// store at the next set. A nil or null value removes the key.
+func (p *Plugin) setMetadata(pc plugin.PluginContext, sessionKey, name string, value json.RawMessage) error {
+	if err := checkNames("setSessionMetadata", sessionKey, name); err != nil {
+		return err
+	}
+	if name == "\x00agent" || len(name) > maxMetaName {
+		return fmt.Errorf("ctx.setSessionMetadata: bad arguments: a key of 1 to %d bytes", maxMetaName)
+	}
+	if len(value) > maxMetaValue {
+		return fmt.Errorf("ctx.setSessionMetadata: the value of %q is over %d bytes", name, maxMetaValue)
+	}
+	if string(value) == "null" {
+		value = nil
+	}
+	if ms, ok := pc.(plugin.MetadataStore); ok {
+		// What waited in memory goes to the store first.
+		p.metaMu.Lock()
+		pending := maps.Clone(p.meta[sessionKey])
+		p.metaMu.Unlock()
+		stored, err := ms.SetSessionMetadata(sessionKey, name, value)
+		if err != nil {
+			return fmt.Errorf("ctx.setSessionMetadata: %w", err)
+		}
+		if stored {
+			for k, v := range pending {
+				if k == "\x00agent" || k == name {
+					continue
+				}
+				b, _ := json.Marshal(v)
+				if _, err := ms.SetSessionMetadata(sessionKey, k, b); err != nil {
+					p.log.Warn("ctx.setSessionMetadata: a key kept in memory could not be stored", "session", sessionKey, "key", k, "err", err)
+				}
+			}
+			p.metaMu.Lock()
+			if m := p.meta[sessionKey]; m != nil {
+				for k := range m {
+					if k != "\x00agent" {
+						delete(m, k)
+					}
+				}
+			}
+			p.metaMu.Unlock()
+			return nil
+		}
+	}
+	var v any
+	if value != nil {
+		if err := json.Unmarshal(value, &v); err != nil {
+			return fmt.Errorf("ctx.setSessionMetadata: bad value: %w", err)
+		}
+	}
+	p.metaMu.Lock()
+	defer p.metaMu.Unlock()
+	if p.meta == nil {
+		p.meta = map[string]map[string]any{}
+	}
+	n := 0
+	for _, m := range p.meta {
+		n += len(m)
+	}
+	if n >= maxMetaKeys {
+		return fmt.Errorf("ctx.setSessionMetadata: more than %d keys on sessions without an entry", maxMetaKeys)
+	}
+	if p.meta[sessionKey] == nil {
+		p.meta[sessionKey] = map[string]any{}
+	}
+	if value == nil {
+		delete(p.meta[sessionKey], name)
+	} else {
+		p.meta[sessionKey][name] = v
+	}
+	return nil
+}
+
+// metadata is a session's metadata: what the gateway stored, overlaid by
+// what this host keeps for it in memory.
+func (p *Plugin) metadata(pc plugin.PluginContext, sessionKey string) map[string]any {
+	out := map[string]any{}
+	if ms, ok := pc.(plugin.MetadataStore); ok && sessionKey != "" {
+		if stored, ok := ms.SessionMetadata(sessionKey); ok {
+			for k, raw := range stored {
+				var v any
+				if json.Unmarshal(raw, &v) == nil {
+					out[k] = v
+				}
+			}
+		}
+	}
+	p.metaMu.Lock()
+	defer p.metaMu.Unlock()
+	for k, v := range p.meta[sessionKey] {
+		if k != "\x00agent" {
+			out[k] = v
+		}
+	}
+	return out
 }

@@ -252,3 +252,75 @@ export function createPlugin(config, ctx) {
 		t.Errorf("got %+v\nwant %s", resp, want)
 	}
 }
+
+// metaContext is a gateway whose session "tg:1" has an entry once
+// hasEntry is set; it stores metadata as the session map does.
+type metaContext struct {
+	modelContext
+	hasEntry bool
+	stored   map[string]json.RawMessage
+}
+
+func (c *metaContext) SessionMetadata(key string) (map[string]json.RawMessage, bool) {
+	if key != "tg:1" || !c.hasEntry {
+		return nil, false
+	}
+	return c.stored, true
+}
+
+func (c *metaContext) SetSessionMetadata(key, name string, v json.RawMessage) (bool, error) {
+	if key != "tg:1" || !c.hasEntry {
+		return false, nil
+	}
+	if v == nil {
+		delete(c.stored, name)
+	} else {
+		c.stored[name] = v
+	}
+	return true, nil
+}
+
+// TestSessionMetadataStored: metadata set before the session has an entry
+// waits in the host's memory and goes to the gateway's store with the next
+// set once it has one; a new host (a restart) reads it back from the store;
+// oversized values are refused naming the method.
+func TestSessionMetadataStored(t *testing.T) {
+	src := `
+export function createPlugin(config, ctx) {
+  return { register(r) { r.tool({ name: "metay", description: "", handler: async (args) => {
+    if (args[0] === "before") { ctx.setSessionMetadata("tg:1", "early", { a: 1 }); return { output: JSON.stringify(ctx.getSessionMetadata("tg:1", "early")), exitCode: 0 }; }
+    if (args[0] === "after") { ctx.setSessionMetadata("tg:1", "late", "x"); return { output: "ok", exitCode: 0 }; }
+    let big = "";
+    try { ctx.setSessionMetadata("tg:1", "big", "x".repeat(20000)); big = "accepted"; } catch (e) { big = e.message; }
+    return { output: JSON.stringify([ctx.getSessionMetadata("tg:1", "early"), ctx.getSessionMetadata("tg:1", "late"), big]), exitCode: 0 };
+  }}); } };
+}`
+	pc := &metaContext{modelContext: modelContext{pins: map[string]string{}}, stored: map[string]json.RawMessage{}}
+	f := mustFixture(t, map[string][]string{"travel": {"metay"}}, tsPlugin{name: "metay", source: src})
+	if err := f.host.Start(context.Background(), pc); err != nil {
+		t.Fatal(err)
+	}
+	if resp := f.call("travel", "metay", "before"); !resp.Success || resp.Output != `{"a":1}` {
+		t.Fatalf("before the entry: %+v", resp)
+	}
+	if len(pc.stored) != 0 {
+		t.Fatalf("stored without an entry: %s", pc.stored)
+	}
+	pc.hasEntry = true
+	if resp := f.call("travel", "metay", "after"); !resp.Success {
+		t.Fatalf("after: %+v", resp)
+	}
+	if string(pc.stored["early"]) != `{"a":1}` || string(pc.stored["late"]) != `"x"` {
+		t.Fatalf("stored %s", pc.stored)
+	}
+	// A new host: only the store has the metadata.
+	g := mustFixture(t, map[string][]string{"travel": {"metay"}}, tsPlugin{name: "metay", source: src})
+	if err := g.host.Start(context.Background(), pc); err != nil {
+		t.Fatal(err)
+	}
+	resp := g.call("travel", "metay", "read")
+	want := `[{"a":1},"x","ctx.setSessionMetadata: the value of \"big\" is over 16384 bytes"]`
+	if !resp.Success || resp.Output != want {
+		t.Errorf("after restart: %+v\nwant %s", resp, want)
+	}
+}
