@@ -201,8 +201,8 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 		return p.sessionEntry(ctx, pc, sl, a.SessionKey)
 	case "createSession":
 		var a struct {
-			SessionKey string         `json:"sessionKey"`
-			AgentName  string         `json:"agentName"`
+			SessionKey string                     `json:"sessionKey"`
+			AgentName  string                     `json:"agentName"`
 			Metadata   map[string]json.RawMessage `json:"metadata"`
 		}
 		if err := args(&a); err != nil {
