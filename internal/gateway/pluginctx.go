@@ -60,8 +60,15 @@ func (p *pluginContext) Prompt(ctx context.Context, req plugin.PromptRequest) (*
 		p.mu.Unlock()
 	}()
 	opts := &agent.PromptOptions{OnEvent: req.OnEvent}
-	if req.OnToolStart != nil {
-		opts.OnToolStart = func(name string, args json.RawMessage) { req.OnToolStart(agent.ToolCallSummary(name, args)) }
+	if req.OnToolStart != nil || req.OnToolCall != nil {
+		opts.OnToolStart = func(name string, args json.RawMessage) {
+			if req.OnToolStart != nil {
+				req.OnToolStart(agent.ToolCallSummary(name, args))
+			}
+			if req.OnToolCall != nil {
+				req.OnToolCall(name, args)
+			}
+		}
 	}
 	res, err := p.g.manager.Prompt(ctx, req.Agent, req.SessionKey, req.Message, opts)
 	if err != nil {

@@ -62,6 +62,10 @@ type PromptRequest struct {
 	// OnToolStart, if set, is told before each tool call runs, with a one
 	// line summary such as "exec: ls -la" (verbose mode).
 	OnToolStart func(summary string)
+	// OnToolCall, if set, is told before each tool call runs, with the
+	// tool's name and its arguments as the model gave them (a TypeScript
+	// plugin's onToolStart).
+	OnToolCall func(name string, args json.RawMessage)
 }
 
 // PromptResult is the outcome of a prompt.

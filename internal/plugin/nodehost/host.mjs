@@ -83,11 +83,14 @@ function makeContext(init) {
       error: (m) => log("error", m),
     },
     prompt: (sessionKey, agentName, message, opts) =>
-      asyncCall("prompt", { sessionKey, agentName, message, channel: opts?.channel ?? "" }),
+      asyncCall("prompt", { sessionKey, agentName, message, channel: opts?.channel ?? "", toolStart: typeof opts?.onToolStart === "function" }, (ev) => {
+        if (ev.kind === "tool") opts.onToolStart(String(ev.name ?? ""), ev.params ?? {});
+      }),
     promptStreaming: (sessionKey, agentName, message, onDelta, opts) =>
-      asyncCall("prompt", { sessionKey, agentName, message, channel: opts?.channel ?? "", stream: true }, (ev) => {
+      asyncCall("prompt", { sessionKey, agentName, message, channel: opts?.channel ?? "", stream: true, toolStart: typeof opts?.onToolStart === "function" }, (ev) => {
         if (ev.kind === "delta" && typeof onDelta === "function") onDelta(String(ev.delta ?? ""));
         else if (ev.kind === "turn" && typeof opts?.onAssistantTurnStart === "function") opts.onAssistantTurnStart();
+        else if (ev.kind === "tool" && typeof opts?.onToolStart === "function") opts.onToolStart(String(ev.name ?? ""), ev.params ?? {});
       }),
     newSession: (sessionKey, agentName) => asyncCall("newSession", { sessionKey, agentName }).then(() => undefined),
     abortSession: (sessionKey) => asyncCall("abortSession", { sessionKey }).then(() => undefined),

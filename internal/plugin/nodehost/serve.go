@@ -12,6 +12,10 @@ import (
 	"github.com/beige-dev/beige/internal/proto"
 )
 
+// maxToolParams bounds the tool arguments passed to a plugin's
+// onToolStart; larger ones arrive as {}.
+const maxToolParams = 64 << 10
+
 // serve answers one ctx call of the plugin: the PluginContext methods the
 // original gives plugins, mapped onto the gateway's plugin.PluginContext.
 // Its arguments come from the plugin and are decoded strictly.
@@ -41,6 +45,7 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 			Message    string `json:"message"`
 			Channel    string `json:"channel"`
 			Stream     bool   `json:"stream"`
+			ToolStart  bool   `json:"toolStart"`
 		}
 		if err := args(&a); err != nil {
 			return nil, err
@@ -59,6 +64,17 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 				case llm.EventTextDelta:
 					notify(map[string]any{"kind": "delta", "delta": ev.Delta})
 				}
+			}
+		}
+		if a.ToolStart && notify != nil {
+			// onToolStart(toolName, params): the arguments as the model
+			// gave them, when they are a small JSON object.
+			req.OnToolCall = func(name string, args json.RawMessage) {
+				var params map[string]any
+				if len(args) > maxToolParams || json.Unmarshal(args, &params) != nil || params == nil {
+					params = map[string]any{}
+				}
+				notify(map[string]any{"kind": "tool", "name": name, "params": params})
 			}
 		}
 		res, err := pc.Prompt(ctx, req)

@@ -324,3 +324,37 @@ export function createPlugin(config, ctx) {
 		t.Errorf("after restart: %+v\nwant %s", resp, want)
 	}
 }
+
+// toolStartContext runs one tool call during each prompt.
+type toolStartContext struct{ fakeContext }
+
+func (c *toolStartContext) Prompt(_ context.Context, r plugin.PromptRequest) (*plugin.PromptResult, error) {
+	if r.OnToolCall != nil {
+		r.OnToolCall("exec", json.RawMessage(`{"command":"ls -la"}`))
+		r.OnToolCall("exec", json.RawMessage(`"not an object"`))
+	}
+	return &plugin.PromptResult{Text: "done"}, nil
+}
+
+// TestPromptOnToolStart: PromptOpts.onToolStart gets each tool call's name
+// and params, on prompt and promptStreaming.
+func TestPromptOnToolStart(t *testing.T) {
+	f := mustFixture(t, map[string][]string{"travel": {"tooly"}}, tsPlugin{name: "tooly", source: `
+export function createPlugin(config, ctx) {
+  return { register(r) { r.tool({ name: "tooly", description: "", handler: async () => {
+    const seen = [];
+    const onToolStart = (name, params) => seen.push(name + " " + JSON.stringify(params));
+    const a = await ctx.prompt("k", "helper", "hi", { onToolStart });
+    const b = await ctx.promptStreaming("k", "helper", "hi", () => {}, { onToolStart });
+    await ctx.prompt("k", "helper", "hi");
+    return { output: seen.join("|") + " => " + a + b, exitCode: 0 };
+  }}); } };
+}`})
+	if err := f.host.Start(context.Background(), &toolStartContext{}); err != nil {
+		t.Fatal(err)
+	}
+	want := `exec {"command":"ls -la"}|exec {}|exec {"command":"ls -la"}|exec {} => donedone`
+	if resp := f.call("travel", "tooly"); !resp.Success || resp.Output != want {
+		t.Errorf("got %+v\nwant %s", resp, want)
+	}
+}
