@@ -49,3 +49,60 @@ export function createPlugin(config: Record<string, unknown>, ctx: any) {
 		t.Errorf("after a restart: %q (the metadata was lost)", got)
 	}
 }
+
+// TestTypeScriptSessionModelAndInfo: from a real TypeScript plugin against
+// the gateway, getSessionModel is the agent's primary, then the model
+// persistSessionModel pinned (a model the agent may not use is ignored);
+// the pin is what the next prompt uses; getModel describes it;
+// getSessionUsage reports the last reply's usage; clearSessionModel
+// returns the session to the primary.
+func TestTypeScriptSessionModelAndInfo(t *testing.T) {
+	node := tsNode(t)
+	dir := filepath.Join(t.TempDir(), "modeler")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "plugin.json"), []byte(`{"name":"modeler","description":"Reports the model."}`), 0o644)
+	os.WriteFile(filepath.Join(dir, "index.ts"), []byte(`
+export function createPlugin(config: Record<string, unknown>, ctx: any) {
+  return {
+    register(r: any): void {
+      r.hook("postResponse", async (ev: any) => {
+        const m = ctx.getSessionModel(ev.sessionKey);
+        const info = ctx.getModel(m.provider, m.modelId);
+        const u = ctx.getSessionUsage(ev.sessionKey);
+        let out = ev.response + " | " + m.provider + "/" + m.modelId + " " + info.name + " " + (u ? "usage" : "no usage");
+        if (ev.response === "one") {
+          ctx.persistSessionModel(ev.sessionKey, ev.agentName, "pa", "evil-model");
+          ctx.persistSessionModel(ev.sessionKey, ev.agentName, "pa", "model-b");
+        }
+        if (ev.response === "two") ctx.clearSessionModel(ev.sessionKey);
+        return { response: out };
+      });
+    },
+  };
+}
+`), 0o644)
+	a := llmtest.NewAnthropic(t)
+	g := startGatewayWith(t, gatewaySetup{
+		names:     []string{"modeled"},
+		plugins:   fmt.Sprintf("modeler: { path: %q, node: %q }", dir, node),
+		providers: fmt.Sprintf(`pa: { api: "anthropic-messages", baseUrl: %q, apiKey: "ka" }`, a.URL()),
+		model:     "{ provider: 'pa', model: 'model-a' }",
+		extra:     map[string]string{"modeled": "fallbackModels: [{ provider: 'pa', model: 'model-b' }]"},
+	})
+	a.Enqueue(llmtest.Text("one"), llmtest.Text("two"), llmtest.Text("three"))
+	for i, want := range []string{
+		"one | pa/model-a model-a usage",
+		"two | pa/model-b model-b usage",
+		"three | pa/model-a model-a usage",
+	} {
+		if got := g.promptOK(t, "api:model1", "hi"); got != want {
+			t.Errorf("prompt %d: %q, want %q", i+1, got, want)
+		}
+	}
+	if n := a.Count(); n != 3 {
+		t.Fatalf("%d requests", n)
+	}
+	if got := a.Request(1).Model(); got != "model-b" {
+		t.Errorf("the pinned prompt went to %q", got)
+	}
+}
