@@ -300,3 +300,23 @@ func (g *Gateway) startChannels() {
 		g.log.Info("channel started", "channel", name)
 	}
 }
+
+var _ plugin.ToolInvoker = (*pluginContext)(nil)
+
+// InvokeTool runs a plugin tool for a TypeScript plugin (ctx.invokeTool)
+// through the same entry as a sandbox's call (plugin.Host.Handle): the
+// pipeline checks agent's policy, asks for approval, audits and runs the
+// hooks. It runs in agent's workspace root.
+func (p *pluginContext) InvokeTool(ctx context.Context, agent, tool string, args []string, session proto.SessionContext) (proto.ToolResponse, error) {
+	if _, ok := p.g.agents[agent]; !ok {
+		return proto.ToolResponse{}, fmt.Errorf("unknown agent %q", agent)
+	}
+	session.AgentName = agent
+	return p.g.plugins.Handle(ctx, agent, proto.ToolRequest{
+		Type:           proto.ToolRequestType,
+		Tool:           tool,
+		Args:           slices.Clone(args),
+		Cwd:            ".",
+		SessionContext: &session,
+	}), nil
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/beige-dev/beige/internal/llm"
+	"github.com/beige-dev/beige/internal/proto"
 )
 
 // PluginContext is what a channel uses to talk to agents: the gateway's
@@ -169,4 +170,15 @@ type MetadataStore interface {
 	// is false when the session has no entry yet (before its first
 	// message). Oversized names, values or totals are errors.
 	SetSessionMetadata(sessionKey, name string, value json.RawMessage) (stored bool, err error)
+}
+
+// ToolInvoker is the optional part of a PluginContext that runs a plugin
+// tool for a plugin (the original's ctx.invokeTool; the gateway's
+// implements it). The call goes through the one tool pipeline as agent's
+// call: its policy, approval, audit and hooks, never around them.
+type ToolInvoker interface {
+	// InvokeTool runs tool with args as agent, in session (whose AgentName
+	// is overwritten with agent). An unknown agent is an error; a denied
+	// or unknown tool is a failed response (exit code 1 or 127).
+	InvokeTool(ctx context.Context, agent, tool string, args []string, session proto.SessionContext) (proto.ToolResponse, error)
 }

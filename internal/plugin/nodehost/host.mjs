@@ -106,9 +106,9 @@ function makeContext(init) {
     getSessionMetadata: (sessionKey, key) => syncCall("getSessionMetadata", { sessionKey, key }) ?? undefined,
     isSessionActive: (sessionKey) => !!syncCall("isSessionActive", { sessionKey }),
     getRegisteredTools: () => syncCall("getRegisteredTools", {}),
-    // invokeTool, steerSession and llmPrompt are not served yet: the
-    // gateway answers each with a clear error.
     invokeTool: (toolName, args, sessionContext) => asyncCall("invokeTool", { toolName, args, sessionContext }),
+    // steerSession and llmPrompt are not served yet: the gateway answers
+    // each with a clear error.
     steerSession: (sessionKey, text) => asyncCall("steerSession", { sessionKey, text }),
     disposeSession: (sessionKey) => asyncCall("disposeSession", { sessionKey }).then(() => undefined),
     llmPrompt: (provider, modelId, messages, opts) => asyncCall("llmPrompt", { provider, modelId, messages, opts }),

@@ -271,6 +271,9 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 	if res, ok, err := p.serveSessionModel(ctx, pc, op, raw, need); ok {
 		return res, err
 	}
+	if op == "invokeTool" {
+		return p.serveInvokeTool(ctx, pc, raw, need)
+	}
 	return nil, fmt.Errorf("ctx.%s is not supported by beige yet", op)
 }
 
