@@ -513,6 +513,35 @@ func (m *Manager) Abort(agent, sessionKey string) bool {
 	return s != nil && s.abort(errAbortRequested)
 }
 
+// Dispose drops the session's conversation from memory, so that the next
+// prompt reads it again from its session file (after a plugin changed the
+// session's model or agent). A running prompt keeps its conversation until
+// it ends. It reports whether the session was in memory.
+func (m *Manager) Dispose(agent, sessionKey string) bool {
+	if sessionKey == "" {
+		sessionKey = DefaultSessionKey(agent)
+	}
+	m.mu.Lock()
+	s := m.sessions[agent+"\x00"+sessionKey]
+	m.mu.Unlock()
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	conv := s.conv
+	if conv == nil {
+		return false
+	}
+	s.conv = nil
+	if s.busy != conv {
+		if err := conv.close(); err != nil {
+			m.log.Warn("close session file", "file", conv.path, "err", err)
+		}
+	}
+	return true
+}
+
 // Shutdown stops taking prompts and waits for the running ones (and those
 // waiting their turn) to finish; if ctx ends first, it aborts them and
 // waits for them to stop. Then it closes the session files.

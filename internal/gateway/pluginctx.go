@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/beige-dev/beige/internal/agent"
 	"github.com/beige-dev/beige/internal/config"
+	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/plugin"
 	"github.com/beige-dev/beige/internal/proto"
 )
@@ -28,6 +30,11 @@ type pluginContext struct {
 }
 
 var _ plugin.PluginContext = (*pluginContext)(nil)
+var _ plugin.ModelLookup = (*pluginContext)(nil)
+var _ plugin.ModelHealth = (*pluginContext)(nil)
+var _ plugin.Disposer = (*pluginContext)(nil)
+var _ plugin.UsageReader = (*pluginContext)(nil)
+var _ plugin.MetadataStore = (*pluginContext)(nil)
 
 func (p *pluginContext) Agents() []string { return slices.Clone(p.g.cfg.AgentOrder) }
 
@@ -53,8 +60,15 @@ func (p *pluginContext) Prompt(ctx context.Context, req plugin.PromptRequest) (*
 		p.mu.Unlock()
 	}()
 	opts := &agent.PromptOptions{OnEvent: req.OnEvent, Channel: req.Channel}
-	if req.OnToolStart != nil {
-		opts.OnToolStart = func(name string, args json.RawMessage) { req.OnToolStart(agent.ToolCallSummary(name, args)) }
+	if req.OnToolStart != nil || req.OnToolCall != nil {
+		opts.OnToolStart = func(name string, args json.RawMessage) {
+			if req.OnToolStart != nil {
+				req.OnToolStart(agent.ToolCallSummary(name, args))
+			}
+			if req.OnToolCall != nil {
+				req.OnToolCall(name, args)
+			}
+		}
 	}
 	res, err := p.g.manager.Prompt(ctx, req.Agent, req.SessionKey, req.Message, opts)
 	if err != nil {
@@ -143,6 +157,83 @@ func (p *pluginContext) SetSetting(sessionKey, name string, value any) error {
 	return p.g.settings.Set(sessionKey, name, value)
 }
 
+// LookupModel implements plugin.ModelLookup: the metadata of a model of a
+// configured provider.
+func (p *pluginContext) LookupModel(provider, modelID string) (llm.Model, bool) {
+	if _, ok := p.g.cfg.LLM.Providers[provider]; !ok || modelID == "" {
+		return llm.Model{}, false
+	}
+	return p.g.modelInfo(config.ModelRef{Provider: provider, Model: modelID}), true
+}
+
+// ModelHealth implements plugin.ModelHealth from the routing's health store.
+func (p *pluginContext) ModelHealth(provider, modelID string) (plugin.ModelHealthStatus, bool) {
+	h := p.g.health
+	if h == nil {
+		return plugin.ModelHealthStatus{}, false
+	}
+	e, ok := h.Entry(provider + "/" + modelID)
+	if !ok {
+		return plugin.ModelHealthStatus{}, false
+	}
+	st := plugin.ModelHealthStatus{LastError: e.LastError, ConsecutiveFailures: e.ConsecutiveFailures}
+	if left := e.RetryAfter.Sub(h.Now()); !e.RetryAfter.IsZero() && left > 0 {
+		st.CoolingDown, st.Remaining = true, left
+	}
+	return st, true
+}
+
+// ClearModelHealth implements plugin.ModelHealth.
+func (p *pluginContext) ClearModelHealth(provider, modelID string) {
+	if p.g.health != nil {
+		p.g.health.Clear(provider + "/" + modelID)
+	}
+}
+
+// DisposeSession implements plugin.Disposer.
+func (p *pluginContext) DisposeSession(sessionKey string) {
+	for _, ag := range p.g.cfg.AgentOrder {
+		p.g.manager.Dispose(ag, sessionKey)
+	}
+}
+
+// SessionUsage implements plugin.UsageReader from the session's file, as
+// the original reads it: the last assistant reply that did not fail or
+// abort.
+func (p *pluginContext) SessionUsage(ctx context.Context, agentName, sessionKey string) (llm.Usage, bool, error) {
+	msgs, err := p.g.manager.History(ctx, agentName, sessionKey)
+	if err != nil {
+		return llm.Usage{}, false, err
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		a := msgs[i].Assistant
+		if a == nil || a.StopReason == llm.StopReasonError || a.StopReason == llm.StopReasonAborted {
+			continue
+		}
+		return a.Usage, true, nil
+	}
+	return llm.Usage{}, false, nil
+}
+
+// SessionMetadata implements plugin.MetadataStore.
+func (p *pluginContext) SessionMetadata(sessionKey string) (map[string]json.RawMessage, bool) {
+	return p.g.manager.SessionMetadata(sessionKey)
+}
+
+// SetSessionMetadata implements plugin.MetadataStore in the session-map
+// entry. activeModel is refused: the original's pinned model, which the
+// gateway takes over as a pin at start (persistSessionModel sets a pin).
+func (p *pluginContext) SetSessionMetadata(sessionKey, name string, value json.RawMessage) (bool, error) {
+	if name == "activeModel" {
+		return false, errors.New("activeModel is the session's pinned model: use persistSessionModel")
+	}
+	err := p.g.manager.SetSessionMetadata(sessionKey, name, value)
+	if errors.Is(err, agent.ErrNoSessionEntry) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // models returns the agent's models, primary first.
 func (a *agentRuntime) models() []config.ModelRef {
 	return append([]config.ModelRef{a.cfg.Model}, a.cfg.FallbackModels...)
@@ -212,9 +303,29 @@ func (g *Gateway) startChannels() {
 
 // Channel looks a channel up by name for a plugin (ctx.getChannel): the
 // built-in ones and those plugins registered.
-func (c *pluginContext) Channel(name string) (plugin.Channel, bool) {
-	ch, ok := c.g.plugins.Channels()[name]
+func (p *pluginContext) Channel(name string) (plugin.Channel, bool) {
+	ch, ok := p.g.plugins.Channels()[name]
 	return ch, ok
 }
 
 var _ plugin.ChannelLookup = (*pluginContext)(nil)
+
+var _ plugin.ToolInvoker = (*pluginContext)(nil)
+
+// InvokeTool runs a plugin tool for a TypeScript plugin (ctx.invokeTool)
+// through the same entry as a sandbox's call (plugin.Host.Handle): the
+// pipeline checks agent's policy, asks for approval, audits and runs the
+// hooks. It runs in agent's workspace root.
+func (p *pluginContext) InvokeTool(ctx context.Context, agent, tool string, args []string, session proto.SessionContext) (proto.ToolResponse, error) {
+	if _, ok := p.g.agents[agent]; !ok {
+		return proto.ToolResponse{}, fmt.Errorf("unknown agent %q", agent)
+	}
+	session.AgentName = agent
+	return p.g.plugins.Handle(ctx, agent, proto.ToolRequest{
+		Type:           proto.ToolRequestType,
+		Tool:           tool,
+		Args:           slices.Clone(args),
+		Cwd:            ".",
+		SessionContext: &session,
+	}), nil
+}

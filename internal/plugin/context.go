@@ -2,9 +2,11 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/beige-dev/beige/internal/llm"
+	"github.com/beige-dev/beige/internal/proto"
 )
 
 // PluginContext is what a channel uses to talk to agents: the gateway's
@@ -64,6 +66,10 @@ type PromptRequest struct {
 	// OnToolStart, if set, is told before each tool call runs, with a one
 	// line summary such as "exec: ls -la" (verbose mode).
 	OnToolStart func(summary string)
+	// OnToolCall, if set, is told before each tool call runs, with the
+	// tool's name and its arguments as the model gave them (a TypeScript
+	// plugin's onToolStart).
+	OnToolCall func(name string, args json.RawMessage)
 }
 
 // PromptResult is the outcome of a prompt.
@@ -110,4 +116,72 @@ type ApprovalEvent struct {
 	Rule    string
 	Expires time.Time
 	Outcome string
+}
+
+// ModelLookup is the optional part of a PluginContext that describes a
+// model (the gateway's implements it).
+type ModelLookup interface {
+	// LookupModel returns the metadata of a model of a configured provider
+	// (from the catalogue or llm.providers.<p>.models, else the safe
+	// guesses); false for a provider that is not configured.
+	LookupModel(provider, modelID string) (llm.Model, bool)
+}
+
+// ModelHealth is the optional part of a PluginContext that reads and
+// clears the routing's health of a model (the gateway's implements it).
+type ModelHealth interface {
+	// ModelHealth returns the state recorded for provider/model; false
+	// when nothing was recorded.
+	ModelHealth(provider, modelID string) (ModelHealthStatus, bool)
+	// ClearModelHealth ends the model's cooldown and resets its failures.
+	ClearModelHealth(provider, modelID string)
+}
+
+// ModelHealthStatus is a model's cooldown and failures.
+type ModelHealthStatus struct {
+	CoolingDown         bool
+	Remaining           time.Duration // of the cooldown; 0 when not cooling down
+	LastError           string
+	ConsecutiveFailures int
+}
+
+// Disposer is the optional part of a PluginContext that drops a session
+// from memory (the gateway's implements it).
+type Disposer interface {
+	// DisposeSession drops every agent's in-memory conversation of the
+	// session key, so the next prompt reads it again from its file; a
+	// running prompt keeps its own until it ends.
+	DisposeSession(sessionKey string)
+}
+
+// UsageReader is the optional part of a PluginContext that reads a
+// session's most recent token usage (the gateway's implements it).
+type UsageReader interface {
+	// SessionUsage returns the usage of the session's last assistant reply
+	// that did not fail or abort; false when it has none.
+	SessionUsage(ctx context.Context, agent, sessionKey string) (llm.Usage, bool, error)
+}
+
+// MetadataStore is the optional part of a PluginContext that keeps what
+// plugins set on a session in the session's entry, across restarts (the
+// gateway's implements it).
+type MetadataStore interface {
+	// SessionMetadata returns the session's stored metadata; false when
+	// the session has no entry yet.
+	SessionMetadata(sessionKey string) (map[string]json.RawMessage, bool)
+	// SetSessionMetadata stores one key (a nil value removes it); stored
+	// is false when the session has no entry yet (before its first
+	// message). Oversized names, values or totals are errors.
+	SetSessionMetadata(sessionKey, name string, value json.RawMessage) (stored bool, err error)
+}
+
+// ToolInvoker is the optional part of a PluginContext that runs a plugin
+// tool for a plugin (the original's ctx.invokeTool; the gateway's
+// implements it). The call goes through the one tool pipeline as agent's
+// call: its policy, approval, audit and hooks, never around them.
+type ToolInvoker interface {
+	// InvokeTool runs tool with args as agent, in session (whose AgentName
+	// is overwritten with agent). An unknown agent is an error; a denied
+	// or unknown tool is a failed response (exit code 1 or 127).
+	InvokeTool(ctx context.Context, agent, tool string, args []string, session proto.SessionContext) (proto.ToolResponse, error)
 }

@@ -340,6 +340,35 @@ func (h *Health) Snapshot() map[string]HealthEntry {
 	return out
 }
 
+// Entry returns a copy of key's state, without an expired cooldown; false
+// when nothing was recorded for key.
+func (h *Health) Entry(key string) (HealthEntry, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e := h.entries[key]
+	if e == nil {
+		return HealthEntry{}, false
+	}
+	c := *e
+	c.expire(h.now())
+	return HealthEntry(c), true
+}
+
+// Clear forgets key's cooldown, failures and last error (someone wants to
+// retry the model now), and writes the file before returning, as a
+// cooldown is written: a cleared cooldown must not come back on restart.
+func (h *Health) Clear(key string) {
+	h.mu.Lock()
+	if _, ok := h.entries[key]; !ok {
+		h.mu.Unlock()
+		return
+	}
+	delete(h.entries, key)
+	h.dirty = true
+	h.mu.Unlock()
+	h.Flush()
+}
+
 // Keys returns the keys with an entry, sorted.
 func (h *Health) Keys() []string {
 	h.mu.Lock()

@@ -84,11 +84,14 @@ function makeContext(init) {
       error: (m) => log("error", m),
     },
     prompt: (sessionKey, agentName, message, opts) =>
-      asyncCall("prompt", { sessionKey, agentName, message, channel: opts?.channel ?? "" }),
+      asyncCall("prompt", { sessionKey, agentName, message, channel: opts?.channel ?? "", toolStart: typeof opts?.onToolStart === "function" }, (ev) => {
+        if (ev.kind === "tool") opts.onToolStart(String(ev.name ?? ""), ev.params ?? {});
+      }),
     promptStreaming: (sessionKey, agentName, message, onDelta, opts) =>
-      asyncCall("prompt", { sessionKey, agentName, message, channel: opts?.channel ?? "", stream: true }, (ev) => {
+      asyncCall("prompt", { sessionKey, agentName, message, channel: opts?.channel ?? "", stream: true, toolStart: typeof opts?.onToolStart === "function" }, (ev) => {
         if (ev.kind === "delta" && typeof onDelta === "function") onDelta(String(ev.delta ?? ""));
         else if (ev.kind === "turn" && typeof opts?.onAssistantTurnStart === "function") opts.onAssistantTurnStart();
+        else if (ev.kind === "tool" && typeof opts?.onToolStart === "function") opts.onToolStart(String(ev.name ?? ""), ev.params ?? {});
       }),
     newSession: (sessionKey, agentName) => asyncCall("newSession", { sessionKey, agentName }).then(() => undefined),
     abortSession: (sessionKey) => asyncCall("abortSession", { sessionKey }).then(() => undefined),
@@ -104,10 +107,11 @@ function makeContext(init) {
     getSessionMetadata: (sessionKey, key) => syncCall("getSessionMetadata", { sessionKey, key }) ?? undefined,
     isSessionActive: (sessionKey) => !!syncCall("isSessionActive", { sessionKey }),
     getRegisteredTools: () => syncCall("getRegisteredTools", {}),
-    // Not served yet: the gateway answers each with a clear error.
     invokeTool: (toolName, args, sessionContext) => asyncCall("invokeTool", { toolName, args, sessionContext }),
+    // steerSession and llmPrompt are not served yet: the gateway answers
+    // each with a clear error.
     steerSession: (sessionKey, text) => asyncCall("steerSession", { sessionKey, text }),
-    disposeSession: (sessionKey) => asyncCall("disposeSession", { sessionKey }),
+    disposeSession: (sessionKey) => asyncCall("disposeSession", { sessionKey }).then(() => undefined),
     llmPrompt: (provider, modelId, messages, opts) => asyncCall("llmPrompt", { provider, modelId, messages, opts }),
     getModel: (provider, modelId) => syncCall("getModel", { provider, modelId }) ?? undefined,
     getModelHealth: (provider, modelId) => syncCall("getModelHealth", { provider, modelId }) ?? undefined,

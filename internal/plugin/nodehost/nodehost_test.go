@@ -367,7 +367,7 @@ export function createPlugin(config, ctx) {
         const s = ctx.getSessionSettings(session.sessionKey);
         const tools = ctx.getRegisteredTools();
         let unsupported = "";
-        try { ctx.getSessionUsage("x"); } catch (e) { unsupported = e.message; }
+        try { await ctx.steerSession("x", "hi"); } catch (e) { unsupported = e.message; }
         // An asynchronous one:
         const answer = await ctx.prompt("spawn:1", "helper", "what is 2+2?");
         return { output: JSON.stringify({ verbose: s.verbose, answer, unsupported, tools }), exitCode: 0 };
@@ -397,7 +397,7 @@ func TestContextCalls(t *testing.T) {
 	if !slices.Equal(got.Tools, []string{"ctxy"}) {
 		t.Errorf("getRegisteredTools = %v", got.Tools)
 	}
-	if !got.Verbose || got.Answer != "answer to what is 2+2?" || got.Unsupported != "ctx.getSessionUsage is not supported by beige yet" {
+	if !got.Verbose || got.Answer != "answer to what is 2+2?" || got.Unsupported != "ctx.steerSession is not supported by beige yet" {
 		t.Errorf("got %+v", got)
 	}
 	if len(pc.prompts) != 1 || pc.prompts[0].Agent != "helper" || pc.prompts[0].SessionKey != "spawn:1" {

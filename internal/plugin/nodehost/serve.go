@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/beige-dev/beige/internal/llm"
 	"github.com/beige-dev/beige/internal/plugin"
 	"github.com/beige-dev/beige/internal/proto"
 )
+
+// maxToolParams bounds the tool arguments passed to a plugin's
+// onToolStart; larger ones arrive as {}.
+const maxToolParams = 64 << 10
 
 // serve answers one ctx call of the plugin: the PluginContext methods the
 // original gives plugins, mapped onto the gateway's plugin.PluginContext.
@@ -44,6 +47,7 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 			Message    string `json:"message"`
 			Channel    string `json:"channel"`
 			Stream     bool   `json:"stream"`
+			ToolStart  bool   `json:"toolStart"`
 		}
 		if err := args(&a); err != nil {
 			return nil, err
@@ -62,6 +66,17 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 				case llm.EventTextDelta:
 					notify(map[string]any{"kind": "delta", "delta": ev.Delta})
 				}
+			}
+		}
+		if a.ToolStart && notify != nil {
+			// onToolStart(toolName, params): the arguments as the model
+			// gave them, when they are a small JSON object.
+			req.OnToolCall = func(name string, args json.RawMessage) {
+				var params map[string]any
+				if len(args) > maxToolParams || json.Unmarshal(args, &params) != nil || params == nil {
+					params = map[string]any{}
+				}
+				notify(map[string]any{"kind": "tool", "name": name, "params": params})
 			}
 		}
 		res, err := pc.Prompt(ctx, req)
@@ -204,9 +219,9 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 		return p.sessionEntry(ctx, pc, sl, a.SessionKey)
 	case "createSession":
 		var a struct {
-			SessionKey string         `json:"sessionKey"`
-			AgentName  string         `json:"agentName"`
-			Metadata   map[string]any `json:"metadata"`
+			SessionKey string                     `json:"sessionKey"`
+			AgentName  string                     `json:"agentName"`
+			Metadata   map[string]json.RawMessage `json:"metadata"`
 		}
 		if err := args(&a); err != nil {
 			return nil, err
@@ -221,42 +236,45 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 		if p.meta == nil {
 			p.meta = map[string]map[string]any{}
 		}
-		p.meta[a.SessionKey] = map[string]any{"\x00agent": a.AgentName}
-		for k, v := range a.Metadata {
-			p.meta[a.SessionKey][k] = v
-		}
-		p.metaMu.Unlock()
-		return "", nil
-	case "setSessionMetadata":
-		var a struct {
-			SessionKey string `json:"sessionKey"`
-			Key        string `json:"key"`
-			Value      any    `json:"value"`
-		}
-		if err := decodeArgs(raw, &a); err != nil {
-			return nil, err
-		}
-		p.metaMu.Lock()
-		if p.meta == nil {
-			p.meta = map[string]map[string]any{}
-		}
 		if p.meta[a.SessionKey] == nil {
 			p.meta[a.SessionKey] = map[string]any{}
 		}
-		p.meta[a.SessionKey][a.Key] = a.Value
+		p.meta[a.SessionKey]["\x00agent"] = a.AgentName
 		p.metaMu.Unlock()
+		for k, v := range a.Metadata {
+			if err := p.setMetadata(pc, a.SessionKey, k, v); err != nil {
+				return nil, fmt.Errorf("ctx.createSession: %w", err)
+			}
+		}
+		return "", nil
+	case "setSessionMetadata":
+		var a struct {
+			SessionKey string          `json:"sessionKey"`
+			Key        string          `json:"key"`
+			Value      json.RawMessage `json:"value"`
+		}
+		if err := decodeNamed(op, raw, &a, need); err != nil {
+			return nil, err
+		}
+		if err := p.setMetadata(pc, a.SessionKey, a.Key, a.Value); err != nil {
+			return nil, err
+		}
 		return nil, nil
 	case "getSessionMetadata":
 		var a struct {
 			SessionKey string `json:"sessionKey"`
 			Key        string `json:"key"`
 		}
-		if err := decodeArgs(raw, &a); err != nil {
+		if err := decodeNamed(op, raw, &a, need); err != nil {
 			return nil, err
 		}
-		p.metaMu.Lock()
-		defer p.metaMu.Unlock()
-		return p.meta[a.SessionKey][a.Key], nil
+		return p.metadata(pc, a.SessionKey)[a.Key], nil
+	}
+	if res, ok, err := p.serveSessionModel(ctx, pc, op, raw, need); ok {
+		return res, err
+	}
+	if op == "invokeTool" {
+		return p.serveInvokeTool(ctx, pc, raw, need)
 	}
 	return nil, fmt.Errorf("ctx.%s is not supported by beige yet", op)
 }
@@ -304,10 +322,12 @@ func (p *Plugin) lister(pc plugin.PluginContext, need func() error) (sessionList
 // metadata kept for it. Its metadata is what the plugin set on it.
 func (p *Plugin) sessionEntry(ctx context.Context, pc plugin.PluginContext, sl sessionLister, key string) (any, error) {
 	p.metaMu.Lock()
-	meta := maps.Clone(p.meta[key])
+	created, _ := p.meta[key]["\x00agent"].(string)
 	p.metaMu.Unlock()
-	created, _ := meta["\x00agent"].(string)
-	delete(meta, "\x00agent")
+	meta := p.metadata(pc, key)
+	if len(meta) == 0 {
+		meta = nil
+	}
 	for _, ag := range pc.Agents() {
 		list, err := sl.Sessions(ctx, ag)
 		if err != nil {
