@@ -94,16 +94,17 @@ func (in *Installer) fetchNPM(ctx context.Context, s Source, dst *os.Root, tmp s
 	if err := json.Unmarshal(body, &p); err != nil {
 		return "", fmt.Errorf("registry answer for %s: %w", s.Package, err)
 	}
-	want := s.Version
-	if want == "" {
-		want = "latest"
+	names := make([]string, 0, len(p.Versions))
+	for k := range p.Versions {
+		names = append(names, k)
 	}
-	if tagged, ok := p.DistTags[want]; ok {
-		want = tagged
+	want, err := resolveVersion(s.Package, s.Version, p.DistTags, names)
+	if err != nil {
+		return "", err
 	}
 	v, ok := p.Versions[want]
 	if !ok {
-		return "", fmt.Errorf("%s has no version or dist-tag %q", s.Package, s.Version)
+		return "", fmt.Errorf("%s: dist-tag %q names version %q, which the registry does not list", s.Package, s.Version, want)
 	}
 	tu, err := httpURL(v.Dist.Tarball)
 	if err != nil {

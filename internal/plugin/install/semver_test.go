@@ -1,0 +1,48 @@
+package install
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestResolveVersionRanges(t *testing.T) {
+	versions := []string{"0.1.0", "0.1.5", "0.2.0", "1.0.0", "1.2.0", "1.2.7", "1.3.0", "2.0.0-rc.1", "2.0.0", "2.1.0-beta.1", "3.0.0-alpha.1"}
+	tags := map[string]string{"latest": "2.0.0", "next": "3.0.0-alpha.1"}
+	for _, tc := range []struct{ want, got string }{
+		{"", "2.0.0"},
+		{"latest", "2.0.0"},
+		{"next", "3.0.0-alpha.1"},
+		{"1.2.0", "1.2.0"},
+		{"^1.0.0", "1.3.0"},
+		{"^0.1.0", "0.1.5"},
+		{"~1.2", "1.2.7"},
+		{">=1 <2", "1.3.0"},
+		{"1.x", "1.3.0"},
+		{"1.2.x", "1.2.7"},
+		{"^2", "2.0.0"},
+		{"0.1 || 1.2", "1.2.7"},
+		{"1.0.0 - 1.2.0", "1.2.0"},
+		{"*", "2.0.0"},
+		{"^2.1.0-beta.0", "2.1.0-beta.1"},
+	} {
+		got, err := resolveVersion("p", tc.want, tags, versions)
+		if err != nil || got != tc.got {
+			t.Errorf("resolve %q = %q, %v; want %q", tc.want, got, err, tc.got)
+		}
+	}
+	for _, bad := range []string{"4.0.0", "^5", "nosuchtag"} {
+		_, err := resolveVersion("p", bad, tags, versions)
+		if err == nil || !strings.Contains(err.Error(), "available: 3.0.0-alpha.1, 2.1.0-beta.1, 2.0.0") {
+			t.Errorf("resolve %q: err %v; want the available versions listed", bad, err)
+		}
+	}
+}
+
+func TestParseSourceAcceptsRanges(t *testing.T) {
+	for _, r := range []string{"^1.0.0", "~1.2", ">=1 <2", "1.x", "next", "1 || 2", "1.0.0 - 1.2.0"} {
+		s, err := ParseSource("npm:@scope/pkg@"+r, "/w")
+		if err != nil || s.Version != r || s.String() != "npm:@scope/pkg@"+r {
+			t.Errorf("ParseSource range %q: %+v, %v", r, s, err)
+		}
+	}
+}
