@@ -159,6 +159,8 @@ func (in *Installer) get(ctx context.Context, u, accept string, limit int64, d *
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
 		return nil, fmt.Errorf("fetch %s: not found (404)", redact(u))
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return nil, fmt.Errorf("fetch %s: the registry at %s refused access (%s): the package is private or the credentials are missing or wrong", redact(u), resp.Request.URL.Host, resp.Status)
 	case resp.StatusCode != http.StatusOK:
 		return nil, fmt.Errorf("fetch %s: %s", redact(u), resp.Status)
 	}

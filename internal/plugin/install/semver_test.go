@@ -1,6 +1,9 @@
 package install
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -44,5 +47,18 @@ func TestParseSourceAcceptsRanges(t *testing.T) {
 		if err != nil || s.Version != r || s.String() != "npm:@scope/pkg@"+r {
 			t.Errorf("ParseSource range %q: %+v, %v", r, s, err)
 		}
+	}
+}
+
+func TestRegistryRefusalSaysHost(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no", http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	in := New(Options{Home: t.TempDir(), Registry: srv.URL})
+	_, err := in.Install(context.Background(), Source{Kind: KindNPM, Package: "@s/p"}, nil)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	if err == nil || !strings.Contains(err.Error(), "registry at "+host+" refused access (401") {
+		t.Fatalf("install from a 401 registry: %v; want a plain refusal naming %s", err, host)
 	}
 }
