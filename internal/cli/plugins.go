@@ -50,7 +50,24 @@ $BEIGE_HOME/plugins/<name>/ with its npm dependencies (never running install
 scripts), and adds plugins.<name> to the config. A plugin installed already
 is refused unless --force is given; with --force its folder is replaced and
 its config entry gets the new path and _source, but its config (keys,
-tokens) is never touched.`,
+tokens) is never touched.
+
+Source forms:
+  npm:@scope/pkg              the registry's "latest" dist-tag
+  npm:@scope/pkg@1.2.3        an exact version
+  npm:@scope/pkg@^1.2.0       an npm range (~1.2, >=1 <2, 1.x, 1 || 2,
+                              1.0.0 - 1.2.0): the highest satisfying version;
+                              prereleases only if the range names one
+  npm:@scope/pkg@next         a dist-tag
+  github:owner/repo[/sub/path][#ref]
+  ./local/path, ../path or /abs/path
+
+The config's _source keeps what you typed, so "beige plugins update" follows
+the range; "beige plugins list" shows the installed version.
+
+Examples:
+  beige plugins install npm:@scope/pkg@^1.0.0
+  beige plugins install github:owner/repo/plugins/git#v1.2`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cwd, _ := os.Getwd()
