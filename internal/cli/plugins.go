@@ -206,14 +206,15 @@ func (a *app) installer(ctx context.Context, force bool) (*install.Installer, er
 	if err != nil {
 		return nil, err
 	}
-	if ctx == nil {
-		ctx = context.Background()
+	npmrc, err := install.LoadNPMConfig(h.Dir, os.Getenv)
+	if err != nil {
+		return nil, err
 	}
 	return install.New(install.Options{
 		Home:         h.Dir,
 		Config:       cfg,
 		Force:        force,
-		Registry:     install.NPMRegistry(ctx, os.Getenv),
+		NPMRC:        npmrc,
 		GitHubURL:    os.Getenv("BEIGE_GITHUB_URL"),
 		AllowFileGit: os.Getenv("BEIGE_GITHUB_ALLOW_FILE") == "1",
 		Progress:     &install.Progress{W: a.streams.Err, TTY: isTerminal(a.streams.Err)},
