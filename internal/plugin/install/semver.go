@@ -2,6 +2,7 @@ package install
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -11,8 +12,8 @@ import (
 // resolveVersion picks the version of a packument that want names: a
 // dist-tag ("latest", "next"), an exact version, or an npm range ("^1.0.0",
 // "~1.2", ">=1 <2", "1.x", "1 || 2", "1.0.0 - 1.2.0"). A range resolves to
-// the highest satisfying version; prereleases are only considered when the
-// range itself names one (Masterminds/semver's rule, close to npm's).
+// the highest satisfying version; a prerelease only when the range names a
+// prerelease of the same major.minor.patch (npm's rule, see satisfies).
 func resolveVersion(pkg, want string, tags map[string]string, versions []string) (string, error) {
 	if want == "" {
 		want = "latest"
@@ -23,7 +24,10 @@ func resolveVersion(pkg, want string, tags map[string]string, versions []string)
 	if slices.Contains(versions, want) {
 		return want, nil
 	}
-	c, err := semver.NewConstraint(want)
+	if _, err := semver.NewConstraint(want); err != nil {
+		return "", fmt.Errorf("%s has no version or dist-tag %q%s", pkg, want, available(versions))
+	}
+	sets, err := rangeSets(want)
 	if err != nil {
 		return "", fmt.Errorf("%s has no version or dist-tag %q%s", pkg, want, available(versions))
 	}
@@ -31,7 +35,7 @@ func resolveVersion(pkg, want string, tags map[string]string, versions []string)
 	var bestRaw string
 	for _, raw := range versions {
 		v, err := semver.StrictNewVersion(raw)
-		if err != nil || !c.Check(v) {
+		if err != nil || !satisfies(sets, v) {
 			continue
 		}
 		if best == nil || v.GreaterThan(best) {
@@ -42,6 +46,48 @@ func resolveVersion(pkg, want string, tags map[string]string, versions []string)
 		return "", fmt.Errorf("%s has no version matching %q%s", pkg, want, available(versions))
 	}
 	return bestRaw, nil
+}
+
+// rangeSet is one ||-alternative of a range and the major.minor.patch of
+// the prereleases its comparators name.
+type rangeSet struct {
+	c    *semver.Constraints
+	pres []string
+}
+
+var prereleaseRef = regexp.MustCompile(`v?(\d+)\.(\d+)\.(\d+)-[0-9A-Za-z.-]+`)
+
+func rangeSets(r string) ([]rangeSet, error) {
+	var sets []rangeSet
+	for _, alt := range strings.Split(r, "||") {
+		c, err := semver.NewConstraint(alt)
+		if err != nil {
+			return nil, err
+		}
+		var pres []string
+		for _, m := range prereleaseRef.FindAllStringSubmatch(alt, -1) {
+			pres = append(pres, m[1]+"."+m[2]+"."+m[3])
+		}
+		sets = append(sets, rangeSet{c, pres})
+	}
+	return sets, nil
+}
+
+// satisfies is npm's rule on top of Masterminds': a version satisfies a
+// range when one ||-alternative admits it, and a prerelease only when that
+// alternative names a prerelease of the same major.minor.patch
+// (^1.2.3-beta.1 takes 1.2.3-beta.2, never 1.3.0-alpha).
+func satisfies(sets []rangeSet, v *semver.Version) bool {
+	tuple := fmt.Sprintf("%d.%d.%d", v.Major(), v.Minor(), v.Patch())
+	for _, s := range sets {
+		if !s.c.Check(v) {
+			continue
+		}
+		if v.Prerelease() == "" || slices.Contains(s.pres, tuple) {
+			return true
+		}
+	}
+	return false
 }
 
 // available lists (up to 20 of) the newest versions for an error message.

@@ -27,6 +27,15 @@ func TestResolveVersionRanges(t *testing.T) {
 		{"1.0.0 - 1.2.0", "1.2.0"},
 		{"*", "2.0.0"},
 		{"^2.1.0-beta.0", "2.1.0-beta.1"},
+		// npm's prerelease rule: only prereleases of the tuple the range names.
+		{"^2.0.0-rc.0", "2.0.0"},         // not 2.1.0-beta.1 (Masterminds alone would take it)
+		{">=2.0.0-rc.0 <2.1.0", "2.0.0"}, // not 2.1.0-beta.1... which is above anyway
+		{">=2.0.0-rc.0 <=2.0.0-rc.1", "2.0.0-rc.1"},
+		{">=1.0.0-0", "2.0.0"},                   // not 3.0.0-alpha.1 nor 2.1.0-beta.1
+		{">=2.1.0-beta.0 || ^1", "2.1.0-beta.1"}, // the alternative that names it admits it
+		{"^1 || >=2.1.0-alpha", "2.1.0-beta.1"},
+		{"~3.0.0-alpha.0", "3.0.0-alpha.1"},
+		{"2.0.0-rc.1 - 2.0.0", "2.0.0"},
 	} {
 		got, err := resolveVersion("p", tc.want, tags, versions)
 		if err != nil || got != tc.got {
