@@ -30,12 +30,17 @@ Sources:
   github:owner/repo[/sub/path][#ref]    a GitHub repository (git clone --depth 1), at a branch or tag
   ./path, ../path, /path                a local folder (copied)
 
-Every plugin.json in the source is a plugin. npm packages come from
-npm_config_registry if set, else npm's own config (npm config get registry),
-else https://registry.npmjs.org/; the tarball must match the registry's
-integrity (sha512). A plugin with npm dependencies gets them with
+Every plugin.json in the source is a plugin. npm packages come from the
+registry npm users configure: $BEIGE_HOME/.npmrc and ~/.npmrc
+(npm_config_userconfig; $BEIGE_HOME's wins) with registry=,
+@scope:registry= and //host[:port]/path/:_authToken=${TOKEN}, and
+npm_config_registry over both; default https://registry.npmjs.org/. A token
+is sent only to URLs under the host and path it is configured for (not to a
+tarball or redirect on another host) and never printed. The tarball must
+match the registry's integrity (sha512). A plugin with npm dependencies gets them with
 "npm install --omit=dev --ignore-scripts --legacy-peer-deps" (peer
-dependencies, the host package, are not installed): lifecycle scripts of
+dependencies, the host package, are not installed), given the same
+registries and tokens in a private temporary userconfig: lifecycle scripts of
 the package and its dependencies are never run. github: sources are cloned
 with git from BEIGE_GITHUB_URL (default https://github.com), without hooks
 or submodules; a file:// URL there is refused unless BEIGE_GITHUB_ALLOW_FILE=1
