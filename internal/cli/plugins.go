@@ -30,12 +30,17 @@ Sources:
   github:owner/repo[/sub/path][#ref]    a GitHub repository (git clone --depth 1), at a branch or tag
   ./path, ../path, /path                a local folder (copied)
 
-Every plugin.json in the source is a plugin. npm packages come from
-npm_config_registry if set, else npm's own config (npm config get registry),
-else https://registry.npmjs.org/; the tarball must match the registry's
-integrity (sha512). A plugin with npm dependencies gets them with
+Every plugin.json in the source is a plugin. npm packages come from the
+registry npm users configure: $BEIGE_HOME/.npmrc and ~/.npmrc
+(npm_config_userconfig; $BEIGE_HOME's wins) with registry=,
+@scope:registry= and //host[:port]/path/:_authToken=${TOKEN}, and
+npm_config_registry over both; default https://registry.npmjs.org/. A token
+is sent only to URLs under the host and path it is configured for (not to a
+tarball or redirect on another host) and never printed. The tarball must
+match the registry's integrity (sha512). A plugin with npm dependencies gets them with
 "npm install --omit=dev --ignore-scripts --legacy-peer-deps" (peer
-dependencies, the host package, are not installed): lifecycle scripts of
+dependencies, the host package, are not installed), given the same
+registries and tokens in a private temporary userconfig: lifecycle scripts of
 the package and its dependencies are never run. github: sources are cloned
 with git from BEIGE_GITHUB_URL (default https://github.com), without hooks
 or submodules; a file:// URL there is refused unless BEIGE_GITHUB_ALLOW_FILE=1
@@ -50,7 +55,24 @@ $BEIGE_HOME/plugins/<name>/ with its npm dependencies (never running install
 scripts), and adds plugins.<name> to the config. A plugin installed already
 is refused unless --force is given; with --force its folder is replaced and
 its config entry gets the new path and _source, but its config (keys,
-tokens) is never touched.`,
+tokens) is never touched.
+
+Source forms:
+  npm:@scope/pkg              the registry's "latest" dist-tag
+  npm:@scope/pkg@1.2.3        an exact version
+  npm:@scope/pkg@^1.2.0       an npm range (~1.2, >=1 <2, 1.x, 1 || 2,
+                              1.0.0 - 1.2.0): the highest satisfying version;
+                              prereleases only if the range names one
+  npm:@scope/pkg@next         a dist-tag
+  github:owner/repo[/sub/path][#ref]
+  ./local/path, ../path or /abs/path
+
+The config's _source keeps what you typed, so "beige plugins update" follows
+the range; "beige plugins list" shows the installed version.
+
+Examples:
+  beige plugins install npm:@scope/pkg@^1.0.0
+  beige plugins install github:owner/repo/plugins/git#v1.2`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cwd, _ := os.Getwd()
@@ -189,14 +211,15 @@ func (a *app) installer(ctx context.Context, force bool) (*install.Installer, er
 	if err != nil {
 		return nil, err
 	}
-	if ctx == nil {
-		ctx = context.Background()
+	npmrc, err := install.LoadNPMConfig(h.Dir, os.Getenv)
+	if err != nil {
+		return nil, err
 	}
 	return install.New(install.Options{
 		Home:         h.Dir,
 		Config:       cfg,
 		Force:        force,
-		Registry:     install.NPMRegistry(ctx, os.Getenv),
+		NPMRC:        npmrc,
 		GitHubURL:    os.Getenv("BEIGE_GITHUB_URL"),
 		AllowFileGit: os.Getenv("BEIGE_GITHUB_ALLOW_FILE") == "1",
 		Progress:     &install.Progress{W: a.streams.Err, TTY: isTerminal(a.streams.Err)},

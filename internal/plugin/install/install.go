@@ -31,8 +31,12 @@ type Options struct {
 	Config string
 	// Force replaces installed plugins (their config entry's config stays).
 	Force bool
-	// Registry is the npm registry URL (see NPMRegistry).
+	// Registry is the default npm registry URL (default: NPMRC.Registry,
+	// else DefaultRegistry).
 	Registry string
+	// NPMRC is the user's npm registry configuration (LoadNPMConfig):
+	// scope registries and auth tokens, for the fetch and for npm install.
+	NPMRC *NPMConfig
 	// GitHubURL is where github:owner/repo is cloned from (default
 	// DefaultGitHubURL); AllowFileGit allows a file:// URL there (tests).
 	GitHubURL    string
@@ -52,6 +56,12 @@ type Installer struct {
 
 // New returns an Installer; zero options get their defaults.
 func New(opts Options) *Installer {
+	if opts.NPMRC == nil {
+		opts.NPMRC = &NPMConfig{}
+	}
+	if opts.Registry == "" {
+		opts.Registry = opts.NPMRC.Registry
+	}
 	if opts.Registry == "" {
 		opts.Registry = DefaultRegistry
 	}

@@ -606,7 +606,8 @@ func TestParseSource(t *testing.T) {
 		{in: "pkg", want: Source{Kind: KindNPM, Package: "pkg"}},
 		{in: "npm:@scope", err: true},
 		{in: "npm:../x", err: true},
-		{in: "npm:pkg@^1.0.0", err: true},
+		{in: "npm:pkg@^1.0.0", want: Source{Kind: KindNPM, Package: "pkg", Version: "^1.0.0"}},
+		{in: "npm:pkg@1.0.0;rm", err: true},
 		{in: "npm:pkg@", err: true},
 		{in: "github:o/r", want: Source{Kind: KindGitHub, Owner: "o", Repo: "r"}},
 		{in: "github:o/r/plugins/git#v1.2", want: Source{Kind: KindGitHub, Owner: "o", Repo: "r", SubPath: "plugins/git", Ref: "v1.2"}},
@@ -714,7 +715,9 @@ func TestNPMRunsOnlyForDependenciesWithoutScripts(t *testing.T) {
 	dir, cfg, _ := testHome(t)
 	log := filepath.Join(t.TempDir(), "npm.log")
 	fake := filepath.Join(t.TempDir(), "npm")
-	writeFiles(t, filepath.Dir(fake), map[string]string{"npm": "#!/bin/sh\necho \"$PWD $*\" >> " + log + "\nls -A >> " + log + "\n"})
+	uc := filepath.Join(t.TempDir(), "userconfig")
+	writeFiles(t, filepath.Dir(fake), map[string]string{"npm": "#!/bin/sh\necho \"$PWD $*\" >> " + log + "\nls -A >> " + log + "\n" +
+		"while [ $# -gt 0 ]; do if [ \"$1\" = --userconfig ]; then stat -c %a \"$2\" > " + uc + ".mode; cp \"$2\" " + uc + "; echo \"$2\" > " + uc + ".path; fi; shift; done\n"})
 	os.Chmod(fake, 0o755)
 	src := t.TempDir()
 	writeFiles(t, src, map[string]string{
@@ -725,7 +728,8 @@ func TestNPMRunsOnlyForDependenciesWithoutScripts(t *testing.T) {
 		"deps/.npmrc":            "git=/tmp/evil\n",
 		"deps/package-lock.json": `{}`,
 	})
-	in := newInstaller(dir, cfg, false, func(o *Options) { o.NPM = fake; o.Registry = "http://127.0.0.1:9/" })
+	npmrc := ParseNPMRC([]byte("@acme:registry=http://127.0.0.1:8/a/\n//127.0.0.1:8/a/:_authToken=${TOK}\n"), func(string) string { return "tok;en" })
+	in := newInstaller(dir, cfg, false, func(o *Options) { o.NPM = fake; o.Registry = "http://127.0.0.1:9/"; o.NPMRC = npmrc })
 	if _, err := in.Install(context.Background(), mustParse(t, src), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -736,8 +740,19 @@ func TestNPMRunsOnlyForDependenciesWithoutScripts(t *testing.T) {
 	got := string(b)
 	lines := strings.Split(strings.TrimSpace(got), "\n")
 	want := filepath.Join(dir, "plugins") + "/.tmp-"
-	if !strings.HasPrefix(lines[0], want) || !strings.HasSuffix(lines[0], "/stage/deps install --omit=dev --legacy-peer-deps --ignore-scripts --no-audit --no-fund --no-package-lock --registry http://127.0.0.1:9/") {
+	if !strings.HasPrefix(lines[0], want) || !strings.Contains(lines[0], "/stage/deps install --omit=dev --legacy-peer-deps --ignore-scripts --no-audit --no-fund --no-package-lock --userconfig /") {
 		t.Fatalf("npm ran as %q", lines[0])
+	}
+	// npm got the same registries and token in a private 0600 userconfig,
+	// removed after.
+	ucb, _ := os.ReadFile(uc)
+	mode, _ := os.ReadFile(uc + ".mode")
+	ucPath, _ := os.ReadFile(uc + ".path")
+	if string(ucb) != "registry=http://127.0.0.1:9/\n@acme:registry=http://127.0.0.1:8/a/\n//127.0.0.1:8/a/:_authToken=\"tok;en\"\n" || strings.TrimSpace(string(mode)) != "600" {
+		t.Fatalf("npm userconfig (mode %s):\n%s", mode, ucb)
+	}
+	if _, err := os.Stat(strings.TrimSpace(string(ucPath))); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("userconfig %s left behind: %v", ucPath, err)
 	}
 	if strings.Count(got, " install ") != 1 || strings.Contains(got, ".npmrc") || strings.Contains(got, "package-lock.json") {
 		t.Fatalf("npm log:\n%s", got)

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -30,30 +31,6 @@ const (
 	maxPackument = 64 << 20
 	maxTarball   = 256 << 20
 )
-
-// NPMRegistry returns the registry to fetch packages from, first found:
-// the npm_config_registry (or NPM_CONFIG_REGISTRY) environment variable,
-// what `npm config get registry` says (the user's and global .npmrc), and
-// DefaultRegistry.
-func NPMRegistry(ctx context.Context, getenv func(string) string) string {
-	for _, k := range []string{"npm_config_registry", "NPM_CONFIG_REGISTRY"} {
-		if v := strings.TrimSpace(getenv(k)); v != "" {
-			return v
-		}
-	}
-	if npm, err := exec.LookPath("npm"); err == nil {
-		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, npm, "config", "get", "registry")
-		cmd.Dir = os.TempDir() // no project .npmrc
-		if out, err := cmd.Output(); err == nil {
-			if v := strings.TrimSpace(string(out)); strings.HasPrefix(v, "http://") || strings.HasPrefix(v, "https://") {
-				return v
-			}
-		}
-	}
-	return DefaultRegistry
-}
 
 type packument struct {
 	DistTags map[string]string `json:"dist-tags"`
@@ -78,7 +55,7 @@ func httpURL(s string) (*url.URL, error) {
 // fetchNPM downloads the package's tarball, checks it against the
 // registry's integrity, and unpacks it into dst. It returns the version.
 func (in *Installer) fetchNPM(ctx context.Context, s Source, dst *os.Root, tmp string) (string, error) {
-	reg, err := httpURL(in.opts.Registry)
+	reg, err := httpURL(in.opts.NPMRC.registryFor(s.Package, in.opts.Registry))
 	if err != nil {
 		return "", fmt.Errorf("npm registry: %w", err)
 	}
@@ -94,16 +71,17 @@ func (in *Installer) fetchNPM(ctx context.Context, s Source, dst *os.Root, tmp s
 	if err := json.Unmarshal(body, &p); err != nil {
 		return "", fmt.Errorf("registry answer for %s: %w", s.Package, err)
 	}
-	want := s.Version
-	if want == "" {
-		want = "latest"
+	names := make([]string, 0, len(p.Versions))
+	for k := range p.Versions {
+		names = append(names, k)
 	}
-	if tagged, ok := p.DistTags[want]; ok {
-		want = tagged
+	want, err := resolveVersion(s.Package, s.Version, p.DistTags, names)
+	if err != nil {
+		return "", err
 	}
 	v, ok := p.Versions[want]
 	if !ok {
-		return "", fmt.Errorf("%s has no version or dist-tag %q", s.Package, s.Version)
+		return "", fmt.Errorf("%s: dist-tag %q names version %q, which the registry does not list", s.Package, s.Version, want)
 	}
 	tu, err := httpURL(v.Dist.Tarball)
 	if err != nil {
@@ -150,7 +128,28 @@ func (in *Installer) get(ctx context.Context, u, accept string, limit int64, d *
 	}
 	req.Header.Set("Accept", accept)
 	req.Header.Set("User-Agent", "beige-plugins-install")
-	resp, err := in.opts.HTTPClient.Do(req)
+	npmrc := in.opts.NPMRC
+	if t := npmrc.tokenFor(req.URL); t != "" {
+		req.Header.Set("Authorization", "Bearer "+t)
+	}
+	// A redirect carries a token only when the new URL is under a host and
+	// path it is configured for (Go's own rule would keep it for subdomains).
+	client := *in.opts.HTTPClient
+	next := client.CheckRedirect
+	client.CheckRedirect = func(r *http.Request, via []*http.Request) error {
+		r.Header.Del("Authorization")
+		if t := npmrc.tokenFor(r.URL); t != "" {
+			r.Header.Set("Authorization", "Bearer "+t)
+		}
+		if next != nil {
+			return next(r, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("fetch %s: %w", redact(u), err)
 	}
@@ -158,6 +157,8 @@ func (in *Installer) get(ctx context.Context, u, accept string, limit int64, d *
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
 		return nil, fmt.Errorf("fetch %s: not found (404)", redact(u))
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return nil, fmt.Errorf("fetch %s: the registry at %s refused access (%s): the package is private or the credentials are missing or wrong", redact(u), resp.Request.URL.Host, resp.Status)
 	case resp.StatusCode != http.StatusOK:
 		return nil, fmt.Errorf("fetch %s: %s", redact(u), resp.Status)
 	}
@@ -327,15 +328,27 @@ func (in *Installer) runNPM(ctx context.Context, r *os.Root, dir, name string) e
 		npm = p
 	}
 	in.progress.Stepf("installing npm dependencies of %s (npm install --omit=dev --ignore-scripts --legacy-peer-deps)", name)
+	// The registries and tokens go to npm in a private userconfig (0600, in
+	// a 0700 temp dir, removed after), never on the command line or in the
+	// user's own files.
+	cfgDir, err := os.MkdirTemp("", "beige-npmrc-*")
+	if err != nil {
+		return fmt.Errorf("plugin %s: npm config: %w", name, err)
+	}
+	defer os.RemoveAll(cfgDir)
+	userconfig := filepath.Join(cfgDir, "npmrc")
+	if err := os.WriteFile(userconfig, in.opts.NPMRC.userconfig(in.opts.Registry), 0o600); err != nil {
+		return fmt.Errorf("plugin %s: npm config: %w", name, err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, npm, "install", "--omit=dev", "--legacy-peer-deps", "--ignore-scripts", "--no-audit", "--no-fund",
-		"--no-package-lock", "--registry", in.opts.Registry)
+		"--no-package-lock", "--userconfig", userconfig)
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(out.String())
+		msg := strings.TrimSpace(in.opts.NPMRC.scrub(out.String()))
 		if len(msg) > 4000 {
 			msg = msg[len(msg)-4000:]
 		}

@@ -62,7 +62,7 @@ func (s Source) String() string {
 
 var (
 	npmNamePart = regexp.MustCompile(`^[a-z0-9~][a-z0-9._~-]*$`)
-	npmVersion  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]*$`)
+	npmVersion  = regexp.MustCompile(`^[A-Za-z0-9^~<>=*][A-Za-z0-9.+_^~<>=|* -]*$`)
 	ghName      = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 	ghRef       = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_./-]*$`)
 )
@@ -101,7 +101,7 @@ func parseNPM(orig, rest string) (Source, error) {
 		return Source{}, fmt.Errorf("source %q: %w", orig, err)
 	}
 	if version != "" && (!npmVersion.MatchString(version) || len(version) > 256) {
-		return Source{}, fmt.Errorf("source %q: version %q: give an exact version (1.2.3) or a dist-tag (latest); ranges are not supported", orig, version)
+		return Source{}, fmt.Errorf("source %q: version %q: give a version (1.2.3), a range (^1.2.0, ~1.2, >=1 <2, 1.x) or a dist-tag (latest)", orig, version)
 	}
 	return Source{Kind: KindNPM, Package: name, Version: version}, nil
 }
