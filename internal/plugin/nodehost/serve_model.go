@@ -22,16 +22,11 @@ const maxNameLen = 512
 func (p *Plugin) serveSessionModel(ctx context.Context, pc plugin.PluginContext, op string, raw json.RawMessage, need func() error) (res any, handled bool, err error) {
 	switch op {
 	case "getSessionModel":
-		var a struct {
-			SessionKey string `json:"sessionKey"`
-		}
-		if err := decodeNamed(op, raw, &a, need); err != nil {
+		key, err := sessionKeyArg(op, raw, need)
+		if err != nil {
 			return nil, true, err
 		}
-		if err := checkNames(op, a.SessionKey); err != nil {
-			return nil, true, err
-		}
-		m, err := sessionModel(ctx, pc, a.SessionKey)
+		m, err := sessionModel(ctx, pc, key)
 		if err != nil {
 			return nil, true, fmt.Errorf("ctx.getSessionModel: %w", err)
 		}
@@ -64,43 +59,33 @@ func (p *Plugin) serveSessionModel(ctx context.Context, pc plugin.PluginContext,
 		res, err := serveModelHealth(pc, op, raw, need)
 		return res, true, err
 	case "disposeSession":
-		var a struct {
-			SessionKey string `json:"sessionKey"`
-		}
-		if err := decodeNamed(op, raw, &a, need); err != nil {
-			return nil, true, err
-		}
-		if err := checkNames(op, a.SessionKey); err != nil {
+		key, err := sessionKeyArg(op, raw, need)
+		if err != nil {
 			return nil, true, err
 		}
 		d, ok := pc.(plugin.Disposer)
 		if !ok {
 			return nil, true, errors.New("ctx.disposeSession: this gateway cannot dispose sessions")
 		}
-		d.DisposeSession(a.SessionKey)
+		d.DisposeSession(key)
 		return nil, true, nil
 	case "getSessionUsage":
-		var a struct {
-			SessionKey string `json:"sessionKey"`
-		}
-		if err := decodeNamed(op, raw, &a, need); err != nil {
-			return nil, true, err
-		}
-		if err := checkNames(op, a.SessionKey); err != nil {
+		key, err := sessionKeyArg(op, raw, need)
+		if err != nil {
 			return nil, true, err
 		}
 		ur, ok := pc.(plugin.UsageReader)
 		if !ok {
 			return nil, true, errors.New("ctx.getSessionUsage: this gateway cannot read usage")
 		}
-		agent, err := sessionAgent(ctx, pc, a.SessionKey)
+		agent, err := sessionAgent(ctx, pc, key)
 		if err != nil {
 			return nil, true, fmt.Errorf("ctx.getSessionUsage: %w", err)
 		}
 		if agent == "" {
 			return nil, true, nil
 		}
-		u, ok, err := ur.SessionUsage(ctx, agent, a.SessionKey)
+		u, ok, err := ur.SessionUsage(ctx, agent, key)
 		if err != nil {
 			return nil, true, fmt.Errorf("ctx.getSessionUsage: %w", err)
 		}
@@ -117,21 +102,28 @@ func (p *Plugin) serveSessionModel(ctx context.Context, pc plugin.PluginContext,
 		res, err := serveModelInfo(pc, raw, need)
 		return res, true, err
 	case "clearSessionModel":
-		var a struct {
-			SessionKey string `json:"sessionKey"`
-		}
-		if err := decodeNamed(op, raw, &a, need); err != nil {
+		key, err := sessionKeyArg(op, raw, need)
+		if err != nil {
 			return nil, true, err
 		}
-		if err := checkNames(op, a.SessionKey); err != nil {
-			return nil, true, err
-		}
-		if err := pc.SetModel(ctx, "", a.SessionKey, ""); err != nil {
+		if err := pc.SetModel(ctx, "", key, ""); err != nil {
 			return nil, true, fmt.Errorf("ctx.clearSessionModel: %w", err)
 		}
 		return nil, true, nil
 	}
 	return nil, false, nil
+}
+
+// sessionKeyArg decodes the arguments of a method that takes only a session
+// key ({sessionKey}) and checks the key, as decodeNamed and checkNames do.
+func sessionKeyArg(op string, raw json.RawMessage, need func() error) (string, error) {
+	var a struct {
+		SessionKey string `json:"sessionKey"`
+	}
+	if err := decodeNamed(op, raw, &a, need); err != nil {
+		return "", err
+	}
+	return a.SessionKey, checkNames(op, a.SessionKey)
 }
 
 // decodeNamed decodes a call's arguments strictly and checks that the
