@@ -91,9 +91,12 @@ func FuzzPublicURL(f *testing.F) {
 		}
 		orig, _ := url.Parse(strings.TrimSpace(in))
 		// The password may not show, unless the parts kept (scheme, host,
-		// path) happen to hold the same text.
+		// path) happen to hold the same text. What shows is compared
+		// unescaped: an escape the output adds ("\xb0" as "%B0") can put
+		// the password's text next to a digit of the host.
 		kept := strings.ToLower(orig.Scheme + "://" + orig.Host + orig.Path)
-		if p, ok := orig.User.Password(); ok && len(p) > 3 && strings.Contains(out, p) && !strings.Contains(kept, strings.ToLower(p)) {
+		shown := u.Scheme + "://" + u.Host + u.Path
+		if p, ok := orig.User.Password(); ok && len(p) > 3 && strings.Contains(shown, p) && !strings.Contains(kept, strings.ToLower(p)) {
 			t.Fatalf("PublicURL(%q) = %q shows the password", in, out)
 		}
 	})
