@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -14,6 +15,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -480,6 +482,9 @@ func (a *app) startBackground(level string, timeout time.Duration) error {
 			for agent, problem := range last.Agents {
 				fmt.Fprintf(a.streams.Out, "  agent %s: %s\n", agent, problem)
 			}
+			for _, name := range slices.Sorted(maps.Keys(last.Plugins)) {
+				fmt.Fprintf(a.streams.Out, "  plugin %s: %s\n", name, last.Plugins[name])
+			}
 			fmt.Fprintf(a.streams.Out, "logs: %s\n", logPath)
 			return &ExitError{Code: ExitFailure}
 		}
@@ -585,6 +590,12 @@ func (a *app) gatewayStatus() error {
 	}
 	if health.Config != "" {
 		fmt.Fprintf(a.streams.Out, "config:  the last reload was refused: %s\n", health.Config)
+	}
+	if len(health.Plugins) > 0 {
+		fmt.Fprintln(a.streams.Out, "plugins that cannot run:")
+		for _, name := range slices.Sorted(maps.Keys(health.Plugins)) {
+			fmt.Fprintf(a.streams.Out, "  %-16s %s\n", name, health.Plugins[name])
+		}
 	}
 	var agents proto.AgentList
 	if _, err := c.do(ctx, "GET", "/api/agents", nil, &agents); err == nil {

@@ -45,3 +45,30 @@ func TestHeadlineUnknownAuditHead(t *testing.T) {
 		t.Errorf("headline = %q", got)
 	}
 }
+
+// TestGatewayStatusNamesPluginsThatCannotRun: `beige gateway status` lists
+// the plugins /api/health names, with why, and exits 1 (degraded).
+func TestGatewayStatusNamesPluginsThatCannotRun(t *testing.T) {
+	withHome(t)
+	if code, _, errOut := run(t, "setup"); code != 0 {
+		t.Fatal(errOut)
+	}
+	startLockHolder(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/api/health":
+			json.NewEncoder(w).Encode(proto.Health{Status: "degraded", Plugins: map[string]string{"echo": "plugin echo is restarting: no plugin jail available: user namespaces disabled"}})
+		case "/api/agents":
+			json.NewEncoder(w).Encode(proto.AgentList{})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	code, out, _ := run(t, "-g", srv.URL, "gateway", "status")
+	if code != ExitFailure || !strings.Contains(out, "health:  degraded\n") ||
+		!strings.Contains(out, "plugins that cannot run:\n  echo             plugin echo is restarting: no plugin jail available: user namespaces disabled\n") {
+		t.Errorf("status: %d\n%s", code, out)
+	}
+}

@@ -94,6 +94,9 @@ func (g *Gateway) Health(ctx context.Context) proto.Health {
 			}
 		}
 	}
+	if h.Plugins = g.plugins.Problems(); len(h.Plugins) > 0 && h.Status == "ok" {
+		h.Status = "degraded"
+	}
 	return h
 }
 

@@ -575,6 +575,28 @@ func (h *Host) SkillContext(agent string) string {
 	return b.String()
 }
 
+// Problems returns, by plugin name, why each plugin that cannot run now
+// cannot (see Prober); nil when every plugin runs.
+func (h *Host) Problems() map[string]string {
+	if h == nil {
+		return nil
+	}
+	var out map[string]string
+	for _, l := range h.plugins {
+		pr, ok := l.plugin.(Prober)
+		if !ok {
+			continue
+		}
+		if msg := pr.Problem(); msg != "" {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[l.name] = msg
+		}
+	}
+	return out
+}
+
 // Channels returns the channels plugins registered, by name.
 func (h *Host) Channels() map[string]Channel { return maps.Clone(h.channels) }
 

@@ -75,6 +75,13 @@ type Stopper interface {
 	Stop(ctx context.Context) error
 }
 
+// Prober is implemented by plugins that can tell whether they run now
+// (a TypeScript/JavaScript plugin's host): Problem says why not, "" when
+// they do. Host.Problems collects them for /api/health.
+type Prober interface {
+	Problem() string
+}
+
 // RegisterFunc turns a function into a Plugin without state.
 type RegisterFunc func(r *Registrar) error
 

@@ -48,12 +48,17 @@ func (m *ActiveModel) String() string {
 
 // Health is the body of GET /api/health. Status is "ok" when every agent's
 // sandbox is ready, "starting" while they are being prepared, and
-// "degraded" when some agent is unavailable (Agents says why).
+// "degraded" when some agent is unavailable (Agents says why), a plugin
+// cannot run (Plugins says why) or the disk is low.
 type Health struct {
 	Status string            `json:"status"`
 	Agents map[string]string `json:"agents,omitempty"` // agent -> problem, only for agents that are not ready
-	Config string            `json:"config,omitempty"` // why the last config reload was refused
-	Disk   string            `json:"disk,omitempty"`   // "disk full/low: N MB free on <fs>" when $BEIGE_HOME's disk is
+	// Plugins are the plugins that cannot run now (plugin -> why): a
+	// TypeScript/JavaScript plugin with no Node.js or no jail, or whose
+	// host crashed or fails to load and is retried with backoff.
+	Plugins map[string]string `json:"plugins,omitempty"`
+	Config  string            `json:"config,omitempty"` // why the last config reload was refused
+	Disk    string            `json:"disk,omitempty"`   // "disk full/low: N MB free on <fs>" when $BEIGE_HOME's disk is
 	// Stats are the headline figures, from the counters of GET /metrics.
 	Stats *HealthStats `json:"stats,omitempty"`
 }

@@ -1,7 +1,6 @@
 package nodehost
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/beige-dev/beige/internal/home"
 	"github.com/beige-dev/beige/internal/plugin"
 	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/testutil"
 )
 
 // testNode finds a Node.js >= 22 for the tests: $BEIGE_NODE, the cache of
@@ -47,22 +46,7 @@ func testNode(t testing.TB) string {
 }
 
 // logBuf collects log records as text, safe for concurrent use.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type logBuf struct{ testutil.SyncBuffer }
 
 // waitLog waits until the log contains s.
 func (l *logBuf) waitLog(t *testing.T, s string) {
@@ -190,8 +174,4 @@ func shortTimeouts(t *testing.T, call time.Duration) {
 	t.Cleanup(func() { DefaultCallTimeout, backoffMin = oc, ob })
 }
 
-func (l *logBuf) reset() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b.Reset()
-}
+func (l *logBuf) reset() { l.Reset() }

@@ -48,11 +48,11 @@ var (
 // Plugin is one TypeScript/JavaScript plugin and its host process.
 type Plugin struct {
 	env   plugin.Env
-	node  Node
 	entry string
 	log   *slog.Logger
 
 	mu       sync.Mutex
+	node     Node   // the Node.js found; Path "" until one is
 	proc     *proc  // nil while restarting or stopped
 	reason   string // why proc is nil
 	started  bool   // start() was called (and so is called again on restart)
@@ -86,8 +86,10 @@ type registration struct {
 	ChannelMessaging bool `json:"channelMessaging"`
 }
 
-// New checks the plugin's Node.js and entry file; the host starts in
-// Register.
+// New checks the plugin's entry file and looks for its Node.js; the host
+// starts in Register. A missing Node.js does not fail New: the plugin's
+// tools answer why, Node.js is looked for again with each retry, and
+// Problem names it (in /api/health).
 func New(env plugin.Env) (plugin.Plugin, error) {
 	entry, err := Entry(env.Dir)
 	if err != nil {
@@ -96,13 +98,13 @@ func New(env plugin.Env) (plugin.Plugin, error) {
 	if env.DataDir == "" {
 		return nil, errors.New("a TypeScript plugin needs a data folder (the Host has no home)")
 	}
-	n, err := FindNode(context.Background(), env.Node)
-	if err != nil {
-		return nil, err
-	}
 	log := env.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	n, err := FindNode(context.Background(), env.Node)
+	if err != nil {
+		log.Error("no Node.js for the plugin; it is looked for again when loading is retried", "err", err)
 	}
 	for _, l := range [][]string{env.AllowRead, env.AllowWrite} {
 		for _, d := range l {
@@ -130,18 +132,44 @@ func New(env plugin.Env) (plugin.Plugin, error) {
 	return &Plugin{env: env, node: n, entry: entry, log: log, wake: make(chan struct{})}, nil
 }
 
-func (p *Plugin) spec() *procSpec {
+func (p *Plugin) spec(node Node) *procSpec {
 	return &procSpec{
-		name: p.env.Name, node: p.node, dir: p.env.Dir, dataDir: p.env.DataDir,
+		name: p.env.Name, node: node, dir: p.env.Dir, dataDir: p.env.DataDir,
 		allowRead: p.env.AllowRead, allowWrite: p.env.AllowWrite,
 		egressSocket: p.env.EgressSocket, unconfined: p.env.Unconfined, allowChildProcess: p.env.AllowChildProcess,
 		log: p.log, serve: p.serve,
 	}
 }
 
+// findNode returns the plugin's Node.js: the one found before while its
+// binary is still there, else the one FindNode finds now (Node.js
+// installed, upgraded or moved since).
+func (p *Plugin) findNode() (Node, error) {
+	p.mu.Lock()
+	n := p.node
+	p.mu.Unlock()
+	if n.Path != "" {
+		if _, err := os.Stat(n.Path); err == nil {
+			return n, nil
+		}
+	}
+	n, err := FindNode(context.Background(), p.env.Node)
+	if err != nil {
+		return Node{}, err
+	}
+	p.mu.Lock()
+	p.node = n
+	p.mu.Unlock()
+	return n, nil
+}
+
 // launch starts a host and runs createPlugin and register in it.
 func (p *Plugin) launch() (*proc, *registration, error) {
-	spec := p.spec()
+	node, err := p.findNode()
+	if err != nil {
+		return nil, nil, err
+	}
+	spec := p.spec(node)
 	tsx, err := tsxImport(p.env.Dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("the plugin's tsx: %w", err)
@@ -283,6 +311,22 @@ func (p *Plugin) current() (*proc, error) {
 	default:
 	}
 	return p.proc, nil
+}
+
+// Problem says why the plugin cannot run now — its host is restarting
+// after a crash, or cannot start (no Node.js, no jail, createPlugin
+// throws) and is retried with backoff — or "" while its host runs or
+// after Stop. The gateway's /api/health reports it.
+func (p *Plugin) Problem() string {
+	if _, err := p.current(); err != nil {
+		p.mu.Lock()
+		stopped := p.stopped
+		p.mu.Unlock()
+		if !stopped {
+			return err.Error()
+		}
+	}
+	return ""
 }
 
 // watch restarts the host when it exits (or, with pr nil, retries loading
