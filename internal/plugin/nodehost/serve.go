@@ -30,13 +30,8 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 		return nil
 	}
 	// args decodes the call's arguments into v, then checks that the
-	// gateway serves: what most methods do first.
-	args := func(v any) error {
-		if err := decodeArgs(raw, v); err != nil {
-			return err
-		}
-		return need()
-	}
+	// gateway serves: what most methods do first (see decodeNamed).
+	args := func(v any) error { return decodeNamed(op, raw, v, need) }
 	switch op {
 	case "getChannel", "channel.sendTo":
 		return p.serveChannel(ctx, op, raw, pc)
@@ -145,7 +140,7 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 		}
 		return false, nil
 	case "getRegisteredTools":
-		if err := decodeArgs(raw, &struct{}{}); err != nil {
+		if err := decodeNamed(op, raw, &struct{}{}, nil); err != nil {
 			return nil, err
 		}
 		if err := need(); err != nil || p.env.RegisteredTools == nil {
@@ -179,7 +174,7 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 			AgentName           string `json:"agentName"`
 			IncludeToolSessions bool   `json:"includeToolSessions"`
 		}
-		if err := decodeArgs(raw, &a); err != nil {
+		if err := decodeNamed(op, raw, &a, nil); err != nil {
 			return nil, err
 		}
 		sl, err := p.lister(pc, need)
@@ -209,7 +204,7 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 		var a struct {
 			SessionKey string `json:"sessionKey"`
 		}
-		if err := decodeArgs(raw, &a); err != nil {
+		if err := decodeNamed(op, raw, &a, nil); err != nil {
 			return nil, err
 		}
 		sl, err := p.lister(pc, need)
@@ -353,12 +348,19 @@ func (p *Plugin) sessionEntry(ctx context.Context, pc plugin.PluginContext, sl s
 	return nil, nil
 }
 
-func decodeArgs(raw json.RawMessage, v any) error {
+// decodeNamed decodes the arguments of a call of ctx.<op> strictly into v
+// (none is {}) and then, when need is not nil, checks that the gateway
+// serves: the one way every method decodes its arguments, so that every
+// error starts "ctx.<op>:".
+func decodeNamed(op string, raw json.RawMessage, v any, need func() error) error {
 	if len(raw) == 0 {
 		raw = json.RawMessage("{}")
 	}
 	if err := strictDecode(raw, v); err != nil {
-		return errors.New("bad arguments: " + err.Error())
+		return fmt.Errorf("ctx.%s: bad arguments: %w", op, err)
 	}
-	return nil
+	if need == nil {
+		return nil
+	}
+	return need()
 }

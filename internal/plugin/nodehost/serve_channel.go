@@ -71,7 +71,7 @@ func (p *Plugin) serveChannel(ctx context.Context, op string, raw json.RawMessag
 		Text     string `json:"text"`
 		Options  any    `json:"options"`
 	}
-	if err := decodeArgs(raw, &a); err != nil {
+	if err := decodeNamed(op, raw, &a, nil); err != nil {
 		return nil, err
 	}
 	cl, _ := pc.(plugin.ChannelLookup)

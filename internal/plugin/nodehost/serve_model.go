@@ -126,15 +126,6 @@ func sessionKeyArg(op string, raw json.RawMessage, need func() error) (string, e
 	return a.SessionKey, checkNames(op, a.SessionKey)
 }
 
-// decodeNamed decodes a call's arguments strictly and checks that the
-// gateway serves, with errors that name the method.
-func decodeNamed(op string, raw json.RawMessage, v any, need func() error) error {
-	if err := decodeArgs(raw, v); err != nil {
-		return fmt.Errorf("ctx.%s: %w", op, err)
-	}
-	return need()
-}
-
 // checkNames refuses an empty or oversized name.
 func checkNames(op string, names ...string) error {
 	for _, n := range names {
