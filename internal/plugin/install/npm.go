@@ -129,8 +129,8 @@ func (in *Installer) get(ctx context.Context, u, accept string, limit int64, d *
 	req.Header.Set("Accept", accept)
 	req.Header.Set("User-Agent", "beige-plugins-install")
 	npmrc := in.opts.NPMRC
-	if t := npmrc.tokenFor(req.URL); t != "" {
-		req.Header.Set("Authorization", "Bearer "+t)
+	if a := npmrc.authFor(req.URL); a != "" {
+		req.Header.Set("Authorization", a)
 	}
 	// A redirect carries a token only when the new URL is under a host and
 	// path it is configured for (Go's own rule would keep it for subdomains).
@@ -138,8 +138,8 @@ func (in *Installer) get(ctx context.Context, u, accept string, limit int64, d *
 	next := client.CheckRedirect
 	client.CheckRedirect = func(r *http.Request, via []*http.Request) error {
 		r.Header.Del("Authorization")
-		if t := npmrc.tokenFor(r.URL); t != "" {
-			r.Header.Set("Authorization", "Bearer "+t)
+		if a := npmrc.authFor(r.URL); a != "" {
+			r.Header.Set("Authorization", a)
 		}
 		if next != nil {
 			return next(r, via)

@@ -2,6 +2,7 @@ package install
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,23 +16,92 @@ import (
 )
 
 // NPMConfig is the registry part of the user's npm configuration: the
-// default registry, per-scope registries and the auth tokens, keyed by
-// npm's "nerf dart" (//host[:port]/path/). It never prints a token.
+// default registry, per-scope registries and the credentials, keyed by
+// npm's "nerf dart" (//host[:port]/path/). It never prints a credential.
 type NPMConfig struct {
 	// Registry is the default registry ("registry="); empty: DefaultRegistry.
 	Registry string
 	// Scopes maps "@scope" to its registry ("@scope:registry=").
 	Scopes map[string]string
-	tokens map[string]string
+	creds  map[string]*npmCred
+	// unscoped are the auth keys written without a //host/ (file: key),
+	// which npm 9 and later refuse.
+	unscoped [][2]string
+}
+
+// npmCred is what one nerf dart's keys say: //…/:_authToken (a bearer
+// token), :_auth (base64 of user:password) or :username and :_password
+// (the password base64-encoded), as npm reads them.
+type npmCred struct {
+	token, auth, username, password string
+}
+
+// npmAuthKeys are the credential keys, in the order userconfig writes them.
+var npmAuthKeys = []string{"_authToken", "_auth", "username", "_password"}
+
+func (k *npmCred) get(key string) string {
+	switch key {
+	case "_authToken":
+		return k.token
+	case "_auth":
+		return k.auth
+	case "username":
+		return k.username
+	}
+	return k.password
+}
+
+func (k *npmCred) put(key, val string) {
+	switch key {
+	case "_authToken":
+		k.token = val
+	case "_auth":
+		k.auth = val
+	case "username":
+		k.username = val
+	default:
+		k.password = val
+	}
+}
+
+// header is the Authorization value the credential gives, as npm chooses:
+// the token, else _auth, else username and password; "" when none of them
+// is complete (npm then looks further up the path).
+func (k *npmCred) header() string {
+	switch {
+	case k.token != "":
+		return "Bearer " + k.token
+	case k.auth != "":
+		return "Basic " + k.auth
+	case k.username != "" && k.password != "":
+		pw, ok := decodeNPMPassword(k.password)
+		if !ok {
+			return ""
+		}
+		return "Basic " + base64.StdEncoding.EncodeToString([]byte(k.username+":"+pw))
+	}
+	return ""
+}
+
+// decodeNPMPassword decodes _password as npm does (base64, padding
+// optional, URL-safe letters too); ok is false for text that is not base64.
+func decodeNPMPassword(s string) (string, bool) {
+	s = strings.TrimRight(s, "=")
+	for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(s); err == nil {
+			return string(b), true
+		}
+	}
+	return "", false
 }
 
 func (c *NPMConfig) String() string {
-	keys := make([]string, 0, len(c.tokens))
-	for k := range c.tokens {
+	keys := make([]string, 0, len(c.creds))
+	for k := range c.creds {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	return fmt.Sprintf("npm config{registry=%q scopes=%v tokens for %v}", c.Registry, c.Scopes, keys)
+	return fmt.Sprintf("npm config{registry=%q scopes=%v credentials for %v}", c.Registry, c.Scopes, keys)
 }
 
 // GoString keeps %#v from printing the tokens.
@@ -68,7 +138,7 @@ func LoadNPMConfig(home string, getenv func(string) string) (*NPMConfig, error) 
 		if err != nil {
 			return nil, fmt.Errorf("read npm config %s: %w", f, err)
 		}
-		c.parse(b, getenv)
+		c.parse(b, getenv, f)
 	}
 	for _, k := range []string{"npm_config_registry", "NPM_CONFIG_REGISTRY"} {
 		if v := strings.TrimSpace(getenv(k)); v != "" {
@@ -76,17 +146,44 @@ func LoadNPMConfig(home string, getenv func(string) string) (*NPMConfig, error) 
 			break
 		}
 	}
+	if err := c.unscopedErr(); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
-// ParseNPMRC parses .npmrc text (ini, as npm reads it).
+// unscopedErr refuses credentials not scoped to a registry, as npm 9 and
+// later do (ERR_INVALID_AUTH): older npm sent a bare _auth to whatever
+// registry it used; beige sends a credential only to the host and path
+// it is written for.
+func (c *NPMConfig) unscopedErr() error {
+	if len(c.unscoped) == 0 {
+		return nil
+	}
+	reg := DefaultRegistry
+	if c.Registry != "" {
+		reg = c.Registry
+	}
+	nerf := "//<registry host>/"
+	if u, err := url.Parse(reg); err == nil && u.Host != "" {
+		nerf = nerfDart(u.JoinPath("x"))
+	}
+	var msgs []string
+	for _, fk := range c.unscoped {
+		msgs = append(msgs, fmt.Sprintf("%s: %s is not scoped to a registry: write it as %s:%s (npm 9 and later refuse it too; `npm config fix` rewrites it)", fk[0], fk[1], nerf, fk[1]))
+	}
+	return fmt.Errorf("npm config: %s", strings.Join(msgs, "; "))
+}
+
+// ParseNPMRC parses .npmrc text (ini, as npm reads it). Credentials not
+// scoped to a registry are left out (LoadNPMConfig refuses them).
 func ParseNPMRC(data []byte, getenv func(string) string) *NPMConfig {
 	c := &NPMConfig{}
-	c.parse(data, getenv)
+	c.parse(data, getenv, ".npmrc")
 	return c
 }
 
-func (c *NPMConfig) parse(data []byte, getenv func(string) string) {
+func (c *NPMConfig) parse(data []byte, getenv func(string) string, file string) {
 	inSection := false
 	for _, line := range bytes.Split(data, []byte("\n")) {
 		l := strings.TrimSpace(strings.TrimSuffix(string(line), "\r"))
@@ -105,6 +202,12 @@ func (c *NPMConfig) parse(data []byte, getenv func(string) string) {
 		val := envReplace(unquoteINI(strings.TrimSpace(v)), getenv)
 		if strings.ContainsFunc(key+val, isControl) || strings.ContainsAny(key, "=;#\"'\\ \t") {
 			continue // could not be written back to a userconfig line
+		}
+		if slices.Contains(npmAuthKeys, key) || key == "_authtoken" || key == "-authtoken" {
+			if strings.TrimSpace(val) != "" {
+				c.unscoped = append(c.unscoped, [2]string{file, key})
+			}
+			continue
 		}
 		c.set(key, strings.TrimSpace(val))
 	}
@@ -125,16 +228,25 @@ func (c *NPMConfig) set(key, val string) {
 			c.Scopes = map[string]string{}
 		}
 		c.Scopes[scope] = val
-	case strings.HasPrefix(key, "//") && strings.HasSuffix(key, ":_authToken"):
-		nerf := strings.TrimSuffix(key, ":_authToken")
-		host, p, _ := strings.Cut(nerf[2:], "/")
+	case strings.HasPrefix(key, "//"):
+		i := strings.LastIndexByte(key, ':')
+		if i < 0 || !slices.Contains(npmAuthKeys, key[i+1:]) {
+			return
+		}
+		host, p, _ := strings.Cut(key[2:i], "/")
 		if host == "" || val == "" {
 			return
 		}
-		if c.tokens == nil {
-			c.tokens = map[string]string{}
+		if c.creds == nil {
+			c.creds = map[string]*npmCred{}
 		}
-		c.tokens["//"+strings.ToLower(host)+"/"+p] = val
+		nerf := "//" + strings.ToLower(host) + "/" + p
+		k := c.creds[nerf]
+		if k == nil {
+			k = &npmCred{}
+			c.creds[nerf] = k
+		}
+		k.put(key[i+1:], val)
 	}
 }
 
@@ -223,19 +335,22 @@ func nerfDart(u *url.URL) string {
 	return "//" + host + dir
 }
 
-// tokenFor is the token to send with a request to u: the one configured for
-// the longest //host[:port]/path prefix of u (npm's matching: drop a
-// trailing slash or a last segment at a time, never the host). None for
-// another host, or for a URL outside the configured path.
-func (c *NPMConfig) tokenFor(u *url.URL) string {
-	if len(c.tokens) == 0 || (u.Scheme != "http" && u.Scheme != "https") {
+// authFor is the Authorization header to send with a request to u: the
+// credential configured for the longest //host[:port]/path prefix of u
+// that has a complete one (npm's matching: drop a trailing slash or a last
+// segment at a time, never the host). None for another host, or for a URL
+// outside the configured path.
+func (c *NPMConfig) authFor(u *url.URL) string {
+	if len(c.creds) == 0 || (u.Scheme != "http" && u.Scheme != "https") {
 		return ""
 	}
 	key := nerfDart(u)
 	hostEnd := 2 + strings.IndexByte(key[2:], '/')
 	for len(key) >= hostEnd {
-		if t, ok := c.tokens[key]; ok {
-			return t
+		if k, ok := c.creds[key]; ok {
+			if h := k.header(); h != "" {
+				return h
+			}
 		}
 		if strings.HasSuffix(key, "/") {
 			key = key[:len(key)-1]
@@ -247,7 +362,7 @@ func (c *NPMConfig) tokenFor(u *url.URL) string {
 }
 
 // userconfig is the .npmrc given to `npm install` (--userconfig): the same
-// registries and tokens beige fetched with.
+// registries and credentials beige fetched with.
 func (c *NPMConfig) userconfig(registry string) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "registry=%s\n", iniValue(registry))
@@ -259,13 +374,17 @@ func (c *NPMConfig) userconfig(registry string) []byte {
 	for _, s := range scopes {
 		fmt.Fprintf(&b, "%s:registry=%s\n", s, iniValue(c.Scopes[s]))
 	}
-	keys := make([]string, 0, len(c.tokens))
-	for k := range c.tokens {
+	keys := make([]string, 0, len(c.creds))
+	for k := range c.creds {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		fmt.Fprintf(&b, "%s:_authToken=%s\n", k, iniValue(c.tokens[k]))
+		for _, name := range npmAuthKeys {
+			if v := c.creds[k].get(name); v != "" {
+				fmt.Fprintf(&b, "%s:%s=%s\n", k, name, iniValue(v))
+			}
+		}
 	}
 	return b.Bytes()
 }
@@ -280,10 +399,23 @@ func iniValue(v string) string {
 	return string(b)
 }
 
-// scrub removes the tokens from text (npm's output) before it is shown.
+// scrub removes the credentials from text (npm's output) before it is
+// shown: tokens, _auth, passwords as written and decoded, and the Basic
+// values they make.
 func (c *NPMConfig) scrub(s string) string {
-	for _, t := range c.tokens {
-		s = strings.ReplaceAll(s, t, "***")
+	for _, k := range c.creds {
+		secrets := []string{k.token, k.auth, k.password}
+		if pw, ok := decodeNPMPassword(k.password); ok {
+			secrets = append(secrets, pw)
+		}
+		if h, ok := strings.CutPrefix(k.header(), "Basic "); ok {
+			secrets = append(secrets, h)
+		}
+		for _, t := range secrets {
+			if t != "" {
+				s = strings.ReplaceAll(s, t, "***")
+			}
+		}
 	}
 	return s
 }
