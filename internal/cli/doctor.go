@@ -18,6 +18,7 @@ import (
 	"github.com/beige-dev/beige/internal/gateway"
 	"github.com/beige-dev/beige/internal/home"
 	"github.com/beige-dev/beige/internal/llm"
+	"github.com/beige-dev/beige/internal/plugin/jail"
 	"github.com/beige-dev/beige/internal/sandbox/docker"
 )
 
@@ -32,6 +33,7 @@ type doctorDeps struct {
 	lookPath      func(string) (string, error)
 	providerCheck func(ctx context.Context, name string, p *config.Provider, cfg *config.Config) error
 	diskFree      func(string) (uint64, error)
+	jailProbe     func() error // nil: not checked
 }
 
 var defaultDoctorDeps = doctorDeps{
@@ -45,6 +47,7 @@ var defaultDoctorDeps = doctorDeps{
 	helper:        gateway.FindHelperBinary,
 	lookPath:      exec.LookPath,
 	providerCheck: checkProviderKey,
+	jailProbe:     jail.Probe,
 }
 
 func (a *app) doctorCommand() *cobra.Command {
@@ -55,7 +58,9 @@ func (a *app) doctorCommand() *cobra.Command {
 		Long: `Doctor checks the installation and the config and prints what it finds, worst
 first, each with its fix: the Docker engine (reachable, its version and API)
 and each agent's sandbox image; the beige-sandbox binary; Node.js when a
-plugin needs it; an API bound beyond loopback without gateway.authToken; a
+plugin needs it; whether this machine can make the namespace jail that
+TypeScript/JavaScript plugins run in (and what is missing when it cannot),
+and a plugin run without it (confine: false); an API bound beyond loopback without gateway.authToken; a
 secret written into the config instead of ${VAR}; $BEIGE_HOME, its sockets
 or the config open to other users; an agent with network "open", user root,
 no CPU, memory or process limit, or extraMounts of sensitive host paths
@@ -92,8 +97,9 @@ func (a *app) doctor(ctx context.Context, deps doctorDeps, asJSON, online, noEng
 	if err != nil {
 		return &ExitError{Code: ExitDoctorFailed, Err: err}
 	}
-	o := doctor.Options{Home: h, LookPath: deps.lookPath, DiskFree: deps.diskFree}
-	o.Config, o.ConfigErr = config.Load(path, loadOptions())
+	lo := loadOptions()
+	o := doctor.Options{Home: h, LookPath: deps.lookPath, DiskFree: deps.diskFree, Builtins: lo.Builtins, CheckNode: lo.CheckNode, JailProbe: deps.jailProbe}
+	o.Config, o.ConfigErr = config.Load(path, lo)
 	o.AuditVerify = func(string) (doctor.AuditReport, error) {
 		retention := o.Config != nil && o.Config.Gateway.Audit.MaxFiles > 0
 		rep, err := audit.Verify(h.AuditLog(), &audit.VerifyOptions{HeadPath: h.AuditHead(), Retention: retention})

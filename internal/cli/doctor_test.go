@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"github.com/beige-dev/beige/internal/audit"
 	"os"
 	"path/filepath"
@@ -43,7 +44,22 @@ func okDoctorDeps() doctorDeps {
 		lookPath:      func(p string) (string, error) { return "/usr/bin/" + p, nil },
 		providerCheck: func(context.Context, string, *config.Provider, *config.Config) error { return nil },
 		diskFree:      func(string) (uint64, error) { return 50 << 30, nil },
+		jailProbe:     func() error { return nil },
 	}
+}
+
+// addTSPlugin puts a TypeScript plugin named tsplug into the template's
+// config, with more keys of its entry, run by a fake Node.js 22.
+func (e *doctorEnv) addTSPlugin(keys string) {
+	e.t.Helper()
+	dir := filepath.Join(e.home, "plugins", "tsplug")
+	os.MkdirAll(dir, 0o700)
+	os.WriteFile(filepath.Join(dir, "plugin.json"), []byte(`{"name":"tsplug","description":"d"}`), 0o600)
+	os.WriteFile(filepath.Join(dir, "index.ts"), []byte("export function createPlugin() { return { register() {} }; }\n"), 0o600)
+	node := filepath.Join(e.home, "fake-node")
+	os.WriteFile(node, []byte("#!/bin/sh\necho v22.12.0\n"), 0o700)
+	e.edit(`// plugins: {`, fmt.Sprintf(`plugins: { tsplug: { path: "./plugins/tsplug", node: %q, %s } },
+  // plugins: {`, node, keys))
 }
 
 // doctorEnv is a fresh $BEIGE_HOME set up from the template, a fake $HOME
@@ -164,6 +180,13 @@ func TestDoctorFindsEachUnsafeSetting(t *testing.T) {
   // plugins: {`)
 			d.lookPath = func(p string) (string, error) { return "", errors.New("not found") }
 		}, nil, doctor.Error, "node.missing"},
+		{"no jail for a confined TypeScript plugin", func(e *doctorEnv, d *doctorDeps) {
+			e.addTSPlugin("")
+			d.jailProbe = func() error { return errors.New("probe plugin jail: start in new namespaces: operation not permitted") }
+		}, nil, doctor.Error, "jail.unavailable"},
+		{"a TypeScript plugin without its jail", func(e *doctorEnv, d *doctorDeps) {
+			e.addTSPlugin("confine: false")
+		}, nil, doctor.Warning, "plugin.unconfined"},
 		{"API beyond loopback without a token", func(e *doctorEnv, d *doctorDeps) {
 			e.edit(`host: "127.0.0.1",`, `host: "0.0.0.0",`)
 		}, nil, doctor.Error, "api.open-without-token"},

@@ -230,7 +230,7 @@ func (v *validator) plugins() {
 			continue
 		}
 		p.Manifest = m
-		if _, builtin := v.builtins[m.Name]; m.Run == nil && !builtin && isScriptDir(p.Path) {
+		if _, host := NodeNeeded(p, v.builtins); host {
 			if v.checkNode != nil {
 				if err := v.checkNode(p.Node); err != nil {
 					v.errorAt(path, "plugin %q is a TypeScript/JavaScript plugin and needs Node.js 22 or later: %v", name, err)

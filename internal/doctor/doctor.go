@@ -1,6 +1,6 @@
 // Package doctor checks an installation and its config (`beige doctor`):
 // the Docker engine and the sandbox image, the in-sandbox binary, Node for
-// plugins that need it, the settings that give up a default's safety (an API
+// plugins that need it, the namespace jail of confined TypeScript plugins, the settings that give up a default's safety (an API
 // open beyond loopback without a token, a secret written into the file, an
 // agent with an open network, host root, no limits or a sensitive mount),
 // the permissions of $BEIGE_HOME, the audit chain, the free disk space and,
@@ -19,7 +19,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/beige-dev/beige/internal/config"
@@ -84,8 +86,23 @@ type Options struct {
 	Engine Engine
 	// HelperBinary finds the static beige-sandbox binary (gateway.FindHelperBinary).
 	HelperBinary func() (string, error)
-	// LookPath finds a program on $PATH (exec.LookPath), for Node.
+	// LookPath finds a program on $PATH (exec.LookPath), for the Node.js
+	// of external plugins whose command runs node.
 	LookPath func(string) (string, error)
+	// Builtins are the plugins built into beige (plugin.Builtins): a
+	// plugin folder whose plugin.json names one needs no Node.js.
+	Builtins map[string]*config.Manifest
+	// CheckNode checks the Node.js a TypeScript/JavaScript plugin runs
+	// with (plugins.<name>.node, "" to look it up), as config validation
+	// does (nil: not checked).
+	CheckNode func(node string) error
+	// JailProbe reports whether this machine can make the namespace jail
+	// confined TypeScript/JavaScript plugins run in (jail.Probe; nil: not
+	// checked).
+	JailProbe func() error
+	// ReadFile reads the kernel's settings under /proc, to say why there
+	// is no jail (default os.ReadFile).
+	ReadFile func(string) ([]byte, error)
 	// AuditVerify verifies the audit chain of the logs folder (nil: not checked).
 	AuditVerify func(dir string) (AuditReport, error)
 	// DiskFree returns the bytes free for an unprivileged user on path's
@@ -120,6 +137,9 @@ func Run(ctx context.Context, o Options) []Finding {
 	if o.UserHome == "" {
 		o.UserHome, _ = os.UserHomeDir()
 	}
+	if o.ReadFile == nil {
+		o.ReadFile = os.ReadFile
+	}
 	if o.Config == nil {
 		msg := "the config did not load"
 		if o.ConfigErr != nil {
@@ -132,6 +152,7 @@ func Run(ctx context.Context, o Options) []Finding {
 	checkHomePerms(&r, o)
 	if o.Config != nil {
 		checkNode(&r, o)
+		checkJail(&r, o)
 		checkAPI(&r, o.Config)
 		checkSecrets(&r, o.Config)
 		for _, name := range agentNames(o.Config) {
@@ -223,47 +244,134 @@ func checkHelper(r *report, o Options) {
 	r.add(Info, "helper.found", "in-sandbox binary: "+p, "")
 }
 
-// nodeNeeded says why the plugin p needs Node on the host, or "".
-func nodeNeeded(p *config.Plugin) string {
-	if p == nil || p.Manifest == nil || p.Manifest.Run == nil || len(p.Manifest.Run.Command) == 0 {
-		return ""
-	}
-	cmd := p.Manifest.Run.Command
-	switch filepath.Base(cmd[0]) {
-	case "node", "nodejs", "npx", "tsx", "ts-node":
-		return "its command runs " + filepath.Base(cmd[0])
-	}
-	for _, a := range cmd {
-		switch strings.ToLower(filepath.Ext(a)) {
-		case ".ts", ".mts", ".cts", ".js", ".mjs", ".cjs":
-			return "its command runs " + filepath.Base(a)
-		}
-	}
-	return ""
-}
-
-func checkNode(r *report, o Options) {
-	if o.LookPath == nil {
-		return
-	}
-	names := make([]string, 0, len(o.Config.Plugins))
-	for n := range o.Config.Plugins {
+func pluginNames(cfg *config.Config) []string {
+	names := make([]string, 0, len(cfg.Plugins))
+	for n := range cfg.Plugins {
 		names = append(names, n)
 	}
 	slices.Sort(names)
+	return names
+}
+
+// checkNode checks the Node.js of every plugin that needs one, as
+// config.NodeNeeded decides (the same function config validation uses).
+func checkNode(r *report, o Options) {
 	var need []string
-	for _, n := range names {
-		if why := nodeNeeded(o.Config.Plugins[n]); why != "" {
+	for _, n := range pluginNames(o.Config) {
+		p := o.Config.Plugins[n]
+		why, host := config.NodeNeeded(p, o.Builtins)
+		switch {
+		case why == "":
+		case host:
+			if o.CheckNode == nil {
+				continue
+			}
+			if err := o.CheckNode(p.Node); err != nil {
+				r.add(Error, "node.missing", fmt.Sprintf("plugin %s is a TypeScript/JavaScript plugin and needs Node.js 22 or later: %v", n, err),
+					fmt.Sprintf("install Node.js 22 or later on the gateway's host, or set plugins.%s.node (or $BEIGE_NODE) to its path", n))
+			}
+		default:
 			need = append(need, fmt.Sprintf("%s (%s)", n, why))
 		}
 	}
-	if len(need) == 0 {
+	if len(need) == 0 || o.LookPath == nil {
 		return
 	}
 	if _, err := o.LookPath("node"); err != nil {
 		r.add(Error, "node.missing", "Node.js is not on $PATH, and these plugins need it: "+strings.Join(need, ", "),
 			"install Node.js on the gateway's host (apt-get install nodejs), or disable those plugins")
 	}
+}
+
+// checkJail probes, when the config has confined TypeScript/JavaScript
+// plugins, whether this machine can make their namespace jail, and says
+// what is missing when it cannot; an unconfined plugin is a warning.
+func checkJail(r *report, o Options) {
+	var confined []string
+	for _, n := range pluginNames(o.Config) {
+		p := o.Config.Plugins[n]
+		if _, host := config.NodeNeeded(p, o.Builtins); !host {
+			continue
+		}
+		if p.Confined() {
+			confined = append(confined, n)
+			continue
+		}
+		r.add(Warning, "plugin.unconfined",
+			fmt.Sprintf("plugin %s runs without its jail (plugins.%s.confine: false): it reaches the gateway's network and API, every Unix socket (the agents' tool sockets, Docker's) and whatever files Node's permissions leave it", n, n),
+			fmt.Sprintf("remove plugins.%s.confine (default true) once beige doctor finds the jail available here", n))
+	}
+	if len(confined) == 0 || o.JailProbe == nil {
+		return
+	}
+	err := o.JailProbe()
+	if err == nil {
+		r.add(Info, "jail.ok", "plugin jail available: "+strings.Join(confined, ", ")+" run in their own namespaces", "")
+		return
+	}
+	msg := fmt.Sprintf("this machine cannot make the namespace jail that confined TypeScript/JavaScript plugins run in, so they do not start: %s (%v)", strings.Join(confined, ", "), err)
+	var fixes []string
+	for _, h := range jailHints(os.Geteuid(), runtime.GOOS, o.ReadFile) {
+		msg += "; " + h.what
+		fixes = append(fixes, h.fix)
+	}
+	fixes = append(fixes, "or set plugins.<name>.confine: false for a plugin you trust: that gives its confinement up (it runs with the gateway's network, API, sockets and files)")
+	r.add(Error, "jail.unavailable", msg, strings.Join(fixes, "; "))
+}
+
+type jailHint struct{ what, fix string }
+
+// capSysAdmin is CAP_SYS_ADMIN's bit in /proc/self/status's CapEff.
+const capSysAdmin = 21
+
+// jailHints says what keeps this machine from making the jail's
+// namespaces, from the kernel's settings: user namespaces off (the jail
+// needs one when the gateway is not root), AppArmor's restriction of them,
+// a root without CAP_SYS_ADMIN or a seccomp filter (a container).
+func jailHints(euid int, goos string, read func(string) ([]byte, error)) []jailHint {
+	if goos != "linux" {
+		return []jailHint{{"the jail needs Linux namespaces and this is " + goos, "run the gateway on Linux"}}
+	}
+	val := func(path string) string {
+		b, err := read(path)
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(b))
+	}
+	var hs []jailHint
+	if euid != 0 {
+		if val("/proc/sys/user/max_user_namespaces") == "0" {
+			hs = append(hs, jailHint{"user namespaces are disabled (user.max_user_namespaces = 0) and the gateway is not root",
+				"sysctl -w user.max_user_namespaces=15000 (and in /etc/sysctl.d/ to keep it), or run the gateway as root"})
+		}
+		if val("/proc/sys/kernel/unprivileged_userns_clone") == "0" {
+			hs = append(hs, jailHint{"unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone = 0) and the gateway is not root",
+				"sysctl -w kernel.unprivileged_userns_clone=1 (and in /etc/sysctl.d/ to keep it), or run the gateway as root"})
+		}
+		if val("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1" {
+			hs = append(hs, jailHint{"AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1)",
+				"allow them to the beige binary with an AppArmor profile (profile beige /path/to/beige flags=(unconfined) { userns, }), or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"})
+		}
+	}
+	var capEff, seccomp string
+	for _, line := range strings.Split(val("/proc/self/status"), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			capEff = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(line, "Seccomp:"); ok {
+			seccomp = strings.TrimSpace(v)
+		}
+	}
+	if c, err := strconv.ParseUint(capEff, 16, 64); euid == 0 && err == nil && c&(1<<capSysAdmin) == 0 {
+		hs = append(hs, jailHint{"the gateway runs as root without CAP_SYS_ADMIN (in a container, most likely), which making namespaces needs",
+			"run the gateway on the host, or give its container CAP_SYS_ADMIN (docker run --cap-add SYS_ADMIN)"})
+	}
+	if seccomp == "2" {
+		hs = append(hs, jailHint{"a seccomp filter applies to the gateway (a container's default profile refuses new namespaces)",
+			"run the gateway on the host, or its container with a seccomp profile that allows unshare and clone with namespace flags (--security-opt seccomp=unconfined gives up the filter)"})
+	}
+	return hs
 }
 
 // loopback reports whether host (gateway.host) is a loopback name or address.
