@@ -71,6 +71,7 @@ type tsPlugin struct {
 	config    map[string]any // plugins.<name>.config; default {"greeting":"hi"}
 	allowRead []string
 	timeout   float64 // plugins.<name>.timeout
+	node      string  // plugins.<name>.node; default the tests' Node.js
 }
 
 type fixture struct {
@@ -120,7 +121,11 @@ func newFixture(t *testing.T, agents map[string][]string, plugins ...tsPlugin) (
 		if pcfg == nil {
 			pcfg = map[string]any{"greeting": "hi"}
 		}
-		cfg.Plugins[p.name] = &config.Plugin{Path: dir, Manifest: man, Node: node, Config: pcfg, AllowRead: p.allowRead, Timeout: p.timeout}
+		pnode := node
+		if p.node != "" {
+			pnode = p.node
+		}
+		cfg.Plugins[p.name] = &config.Plugin{Path: dir, Manifest: man, Node: pnode, Config: pcfg, AllowRead: p.allowRead, Timeout: p.timeout}
 		cfg.PluginOrder = append(cfg.PluginOrder, p.name)
 		f.dirs[p.name] = dir
 	}

@@ -2,6 +2,8 @@ package nodehost
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -39,5 +41,40 @@ func TestProblemWhileRestarting(t *testing.T) {
 	f.log.waitLog(t, "plugin host restarted")
 	if got := f.host.Problems(); got != nil {
 		t.Errorf("restarted: problems %q", got)
+	}
+}
+
+// TestNodeInstalledLater: a plugin whose Node.js is missing does not fail
+// the Host; Problems names it and its tool says why; once Node.js is
+// there, the next retry finds it and the plugin runs.
+func TestNodeInstalledLater(t *testing.T) {
+	shortTimeouts(t, 10*time.Second)
+	real := testNode(t)
+	bin := filepath.Join(t.TempDir(), "bin")
+	os.MkdirAll(bin, 0o755)
+	node := filepath.Join(bin, "node")
+	f := mustFixture(t, map[string][]string{"travel": {"echo"}}, tsPlugin{name: "echo", source: echoPlugin, node: node,
+		manifest: `{"name":"echo","description":"test plugin","provides":{"tools":["echo"]}}`})
+	got := f.host.Problems()
+	if !strings.Contains(got["echo"], node) || !strings.Contains(got["echo"], "install Node.js 22 or later") {
+		t.Fatalf("no Node.js: problems %q", got)
+	}
+	if resp := f.call("travel", "echo", "x"); resp.Success || !strings.Contains(resp.Error, "install Node.js 22 or later") {
+		t.Errorf("no Node.js: tool %+v", resp)
+	}
+	// Node.js "installed": the same binary, hard-linked (a symlink would
+	// lead outside the folder the jail binds).
+	if err := os.Link(real, node); err != nil {
+		t.Skipf("cannot link %s into the test's folder: %v", real, err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for f.host.Problems() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("Node.js is there and the plugin still does not run: %q\n%s", f.host.Problems(), f.log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if resp := f.call("travel", "echo", "x"); !resp.Success {
+		t.Errorf("after Node.js is installed: %+v\n%s", resp, f.log)
 	}
 }
