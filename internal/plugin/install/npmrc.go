@@ -170,7 +170,11 @@ func (c *NPMConfig) unscopedErr() error {
 	}
 	var msgs []string
 	for _, fk := range c.unscoped {
-		msgs = append(msgs, fmt.Sprintf("%s: %s is not scoped to a registry: write it as %s:%s (npm 9 and later refuse it too; `npm config fix` rewrites it)", fk[0], fk[1], nerf, fk[1]))
+		key := fk[1]
+		if key == "_authtoken" || key == "-authtoken" {
+			key = "_authToken"
+		}
+		msgs = append(msgs, fmt.Sprintf("%s: %s is not scoped to a registry: write it as %s:%s (npm 9 and later refuse it too; `npm config fix` rewrites it)", fk[0], fk[1], nerf, key))
 	}
 	return fmt.Errorf("npm config: %s", strings.Join(msgs, "; "))
 }

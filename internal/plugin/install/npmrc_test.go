@@ -266,6 +266,7 @@ func TestLoadNPMConfigRefusesUnscopedAuth(t *testing.T) {
 		{"_auth=${A}\n", "_auth is not scoped to a registry: write it as //registry.npmjs.org/:_auth"},
 		{"registry=https://r.example/npm/\n_authToken=t\n", "write it as //r.example/npm/:_authToken"},
 		{"username=u\n_password=cA==\n", "write it as //registry.npmjs.org/:username"},
+		{"-authtoken=t\n", "-authtoken is not scoped to a registry: write it as //registry.npmjs.org/:_authToken"},
 	} {
 		dir := t.TempDir()
 		writeFiles(t, dir, map[string]string{".npmrc": tc.npmrc})
