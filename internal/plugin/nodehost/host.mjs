@@ -128,7 +128,7 @@ function makeContext(init) {
       return Object.freeze({
         supportsMessaging: () => !!c.messaging,
         sendMessage: (chatId, threadId, text, options) =>
-          asyncCall("channel.sendTo", { name: c.name, chatId: String(chatId ?? ""), threadId: threadId ? String(threadId) : "", text: String(text ?? ""), options: options ?? null }).then(() => undefined),
+          asyncCall("channel.sendTo", { name: c.name, chatId: String(chatId ?? ""), threadId: threadId ? String(threadId) : "", text: String(text ?? ""), options: options && options.parseMode !== undefined ? { parseMode: options.parseMode } : null }).then(() => undefined),
         sendPhoto: async () => { throw new Error(`channel ${c.name}: sendPhoto is not supported by beige yet`); },
       });
     },
