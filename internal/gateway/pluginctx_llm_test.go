@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/beige-dev/beige/internal/llm/llmtest"
 	"github.com/beige-dev/beige/internal/metrics/metricstest"
@@ -24,8 +25,13 @@ export function createPlugin(config: Record<string, unknown>, ctx: any) {
   return {
     register(r: any): void {
       r.hook("postResponse", async (ev: any) => {
+        const args = JSON.parse(ev.response);
+        if (args[0] === "crash") {
+          setTimeout(() => process.exit(3), 300);
+          args.shift();
+        }
         try {
-          return { response: "ok: " + await ctx.llmPrompt(...JSON.parse(ev.response)) };
+          return { response: "ok: " + await ctx.llmPrompt(...args) };
         } catch (e) {
           return { response: "error: " + (e as Error).message };
         }
@@ -57,8 +63,10 @@ func TestTypeScriptLLMPrompt(t *testing.T) {
 		providers: fmt.Sprintf(`pa: { api: "anthropic-messages", baseUrl: %q, apiKey: "key-of-pa" },
 			pb: { api: "anthropic-messages", baseUrl: %q, apiKey: "key-of-pb", models: [{ id: "model-b", input: ["text", "image"], maxTokens: 1000 }] },
 			pn: { api: "anthropic-messages", baseUrl: %q, apiKey: "", models: [{ id: "model-n" }] }`, a.URL(), b.URL(), b.URL()),
-		model:   "{ provider: 'pa', model: 'model-a' }",
-		options: func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})) },
+		model: "{ provider: 'pa', model: 'model-a' }",
+		options: func(o *Options) {
+			o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		},
 	})
 	ask := func(args string) string {
 		t.Helper()
@@ -139,6 +147,40 @@ func TestTypeScriptLLMPrompt(t *testing.T) {
 	if !strings.HasPrefix(got, "error: ctx.llmPrompt: model pa/model-a: ") || !strings.Contains(got, "invalid x-api-key") || strings.Contains(got, "key-of-pa") {
 		t.Errorf("a refused call: %q", got)
 	}
+}
+
+// TestTypeScriptLLMPromptCancelled: a plugin's model call that is still
+// running when its host goes (here: it crashes) is cancelled at the
+// provider, not left streaming.
+func TestTypeScriptLLMPromptCancelled(t *testing.T) {
+	node := tsNode(t)
+	dir := filepath.Join(t.TempDir(), "asker")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "plugin.json"), []byte(`{"name":"asker","description":"Asks a model."}`), 0o644)
+	os.WriteFile(filepath.Join(dir, "index.ts"), []byte(llmPromptPlugin), 0o644)
+	a := llmtest.NewAnthropic(t)
+	b := llmtest.NewAnthropic(t)
+	g := startGatewayWith(t, gatewaySetup{
+		names:   []string{"asking"},
+		plugins: fmt.Sprintf("asker: { path: %q, node: %q }", dir, node),
+		providers: fmt.Sprintf(`pa: { api: "anthropic-messages", baseUrl: %q, apiKey: "ka" },
+			pb: { api: "anthropic-messages", baseUrl: %q, apiKey: "kb", models: [{ id: "model-b" }] }`, a.URL(), b.URL()),
+		model: "{ provider: 'pa', model: 'model-a' }",
+	})
+	a.Enqueue(llmtest.Text(`["crash","pb","model-b",[{"role":"user","content":"hi"}]]`))
+	b.Enqueue(llmtest.Hang())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		body := `{"message":"go","sessionKey":"api:llm2"}`
+		if resp, err := http.Post(g.URL()+"/api/agents/"+g.agents[0]+"/prompt", "application/json", strings.NewReader(body)); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	if !b.WaitCancelled(1, 20*time.Second) {
+		t.Fatalf("the model call was not cancelled when the plugin host went (in flight %d)", b.InFlight())
+	}
+	<-done
 }
 
 // grepLine returns the first line of text containing s.
