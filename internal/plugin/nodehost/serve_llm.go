@@ -44,6 +44,30 @@ type llmBlock struct {
 // the provider, the model and its credentials. The call ends when ctx
 // does (the host stopped, the ctx call's time ran out).
 func (p *Plugin) serveLLMPrompt(ctx context.Context, pc plugin.PluginContext, raw json.RawMessage, need func() error) (any, error) {
+	req, err := parseLLMPrompt(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := need(); err != nil {
+		return nil, err
+	}
+	lp, ok := pc.(plugin.LLMPrompter)
+	if !ok {
+		return nil, errors.New("ctx.llmPrompt: this gateway cannot call models for plugins")
+	}
+	req.Plugin = p.env.Name
+	res, err := lp.LLMPrompt(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("ctx.llmPrompt: %w", err)
+	}
+	return res.Text, nil
+}
+
+// parseLLMPrompt decodes and checks the arguments of ctx.llmPrompt (they
+// come from the plugin): the original's LlmMessage and LlmPromptOpts
+// shapes, within the bounds above.
+func parseLLMPrompt(raw json.RawMessage) (plugin.LLMPromptRequest, error) {
+	var req plugin.LLMPromptRequest
 	var a struct {
 		Provider string `json:"provider"`
 		ModelID  string `json:"modelId"`
@@ -57,20 +81,16 @@ func (p *Plugin) serveLLMPrompt(ctx context.Context, pc plugin.PluginContext, ra
 			ThinkingLevel *string  `json:"thinkingLevel"`
 		} `json:"opts"`
 	}
-	if err := decodeNamed("llmPrompt", raw, &a, need); err != nil {
-		return nil, err
+	if err := decodeArgs(raw, &a); err != nil {
+		return req, fmt.Errorf("ctx.llmPrompt: %w", err)
 	}
 	if err := checkNames("llmPrompt", a.Provider, a.ModelID); err != nil {
-		return nil, err
-	}
-	lp, ok := pc.(plugin.LLMPrompter)
-	if !ok {
-		return nil, errors.New("ctx.llmPrompt: this gateway cannot call models for plugins")
+		return req, err
 	}
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("ctx.llmPrompt: bad arguments: "+format, args...)
 	}
-	req := plugin.LLMPromptRequest{Plugin: p.env.Name, Provider: a.Provider, Model: a.ModelID}
+	req.Provider, req.Model = a.Provider, a.ModelID
 	text, images, blocks := 0, 0, 0
 	if o := a.Opts; o != nil {
 		if o.SystemPrompt != nil {
@@ -80,27 +100,27 @@ func (p *Plugin) serveLLMPrompt(ctx context.Context, pc plugin.PluginContext, ra
 		if o.MaxTokens != nil {
 			n := *o.MaxTokens
 			if n != math.Trunc(n) || n < 1 || n > maxLLMMaxTokens {
-				return nil, bad("maxTokens must be a whole number from 1 to %d", maxLLMMaxTokens)
+				return req, bad("maxTokens must be a whole number from 1 to %d", maxLLMMaxTokens)
 			}
 			req.MaxTokens = int(n)
 		}
 		if o.ThinkingLevel != nil {
 			l := llm.ThinkingLevel(*o.ThinkingLevel)
 			if !slices.Contains(llmThinkingLevels, l) {
-				return nil, bad("thinkingLevel must be off, minimal, low, medium or high")
+				return req, bad("thinkingLevel must be off, minimal, low, medium or high")
 			}
 			req.ThinkingLevel = l
 		}
 	}
 	if len(a.Messages) == 0 {
-		return nil, bad("no messages")
+		return req, bad("no messages")
 	}
 	if len(a.Messages) > maxLLMMessages {
-		return nil, bad("more than %d messages", maxLLMMessages)
+		return req, bad("more than %d messages", maxLLMMessages)
 	}
 	for i, m := range a.Messages {
 		if m.Role != "user" {
-			return nil, bad(`messages[%d]: role must be "user"`, i)
+			return req, bad(`messages[%d]: role must be "user"`, i)
 		}
 		var content []llm.Content
 		var s string
@@ -111,7 +131,7 @@ func (p *Plugin) serveLLMPrompt(ctx context.Context, pc plugin.PluginContext, ra
 		} else {
 			var bs []llmBlock
 			if err := strictDecode(m.Content, &bs); err != nil || len(bs) == 0 {
-				return nil, bad("messages[%d]: content must be a string or an array of text and image blocks", i)
+				return req, bad("messages[%d]: content must be a string or an array of text and image blocks", i)
 			}
 			for j, b := range bs {
 				blocks++
@@ -121,38 +141,35 @@ func (p *Plugin) serveLLMPrompt(ctx context.Context, pc plugin.PluginContext, ra
 					text += len(*b.Text)
 				case b.Type == "image" && b.Data != nil && b.MimeType != nil && b.Text == nil:
 					if !slices.Contains(llmImageTypes, *b.MimeType) {
-						return nil, bad("messages[%d].content[%d]: mimeType must be one of %v", i, j, llmImageTypes)
+						return req, bad("messages[%d].content[%d]: mimeType must be one of %v", i, j, llmImageTypes)
 					}
 					if base64.StdEncoding.DecodedLen(len(*b.Data)) > maxLLMImage+2 {
-						return nil, bad("messages[%d].content[%d]: an image over %d MiB", i, j, maxLLMImage>>20)
+						return req, bad("messages[%d].content[%d]: an image over %d MiB", i, j, maxLLMImage>>20)
 					}
-					n, err := base64.StdEncoding.DecodeString(*b.Data)
-					if err != nil || len(n) == 0 {
-						return nil, bad("messages[%d].content[%d]: data is not base64 image data", i, j)
+					data, err := base64.StdEncoding.DecodeString(*b.Data)
+					if err != nil || len(data) == 0 {
+						return req, bad("messages[%d].content[%d]: data is not base64 image data", i, j)
 					}
-					if len(n) > maxLLMImage {
-						return nil, bad("messages[%d].content[%d]: an image over %d MiB", i, j, maxLLMImage>>20)
+					if len(data) > maxLLMImage {
+						return req, bad("messages[%d].content[%d]: an image over %d MiB", i, j, maxLLMImage>>20)
 					}
 					if images++; images > maxLLMImages {
-						return nil, bad("more than %d images", maxLLMImages)
+						return req, bad("more than %d images", maxLLMImages)
 					}
-					content = append(content, llm.Image(*b.Data, *b.MimeType))
+					// Sent as decoded, re-encoded: no line breaks or padding quirks.
+					content = append(content, llm.Image(base64.StdEncoding.EncodeToString(data), *b.MimeType))
 				default:
-					return nil, bad(`messages[%d].content[%d]: want {type: "text", text} or {type: "image", data, mimeType}`, i, j)
+					return req, bad(`messages[%d].content[%d]: want {type: "text", text} or {type: "image", data, mimeType}`, i, j)
 				}
 			}
 		}
 		if blocks > maxLLMBlocks {
-			return nil, bad("more than %d content blocks", maxLLMBlocks)
+			return req, bad("more than %d content blocks", maxLLMBlocks)
 		}
 		if text > maxLLMText {
-			return nil, bad("more than %d KiB of text", maxLLMText>>10)
+			return req, bad("more than %d KiB of text", maxLLMText>>10)
 		}
 		req.Messages = append(req.Messages, llm.Message{User: &llm.UserMessage{Content: content, Timestamp: llm.Now()}})
 	}
-	res, err := lp.LLMPrompt(ctx, req)
-	if err != nil {
-		return nil, fmt.Errorf("ctx.llmPrompt: %w", err)
-	}
-	return res.Text, nil
+	return req, nil
 }

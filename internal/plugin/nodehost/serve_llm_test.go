@@ -2,8 +2,10 @@ package nodehost
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -154,4 +156,66 @@ func TestLLMPromptCancelledWithHost(t *testing.T) {
 	if resp := <-done; resp.Success || resp.Error == "" {
 		t.Errorf("the hanging call answered %+v", resp)
 	}
+}
+
+// FuzzParseLLMPrompt: whatever a plugin sends as ctx.llmPrompt's
+// arguments, parsing does not panic, and what it accepts is within the
+// bounds: user messages only, their counts and sizes, valid base64 images
+// of the allowed types, maxTokens and thinkingLevel in range.
+func FuzzParseLLMPrompt(f *testing.F) {
+	for _, s := range []string{
+		`{"provider":"pa","modelId":"m","messages":[{"role":"user","content":"hi"}]}`,
+		`{"provider":"pa","modelId":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image","data":"aGk=","mimeType":"image/png"}]}],"opts":{"systemPrompt":"s","maxTokens":5,"thinkingLevel":"high"}}`,
+		`{"provider":"pa","modelId":"m","messages":[{"role":"user","content":[{"type":"image","data":"aGk","mimeType":"image/png"}]}]}`,
+		`{"provider":"pa","modelId":"m","messages":[{"role":"user","content":null}],"opts":{"maxTokens":-1e308}}`,
+		`{"provider":"pa","modelId":"m","messages":[{"role":"user","content":[]}],"opts":null}`,
+		`{"messages":[{"role":"user","content":"x","extra":1}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		req, err := parseLLMPrompt(raw)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "ctx.llmPrompt: ") {
+				t.Fatalf("error %q does not name the method", err)
+			}
+			return
+		}
+		if req.Provider == "" || req.Model == "" || len(req.Provider) > maxNameLen || len(req.Model) > maxNameLen {
+			t.Fatalf("names %q %q accepted", req.Provider, req.Model)
+		}
+		if len(req.Messages) == 0 || len(req.Messages) > maxLLMMessages {
+			t.Fatalf("%d messages accepted", len(req.Messages))
+		}
+		if req.MaxTokens < 0 || req.MaxTokens > maxLLMMaxTokens {
+			t.Fatalf("maxTokens %d accepted", req.MaxTokens)
+		}
+		if req.ThinkingLevel != "" && !slices.Contains(llmThinkingLevels, req.ThinkingLevel) {
+			t.Fatalf("thinkingLevel %q accepted", req.ThinkingLevel)
+		}
+		text, images, blocks := len(req.SystemPrompt), 0, 0
+		for _, m := range req.Messages {
+			if m.User == nil || m.Assistant != nil || m.ToolResult != nil || len(m.User.Content) == 0 {
+				t.Fatalf("message %+v accepted", m)
+			}
+			for _, b := range m.User.Content {
+				blocks++
+				switch b.Type {
+				case llm.ContentText:
+					text += len(b.Text)
+				case llm.ContentImage:
+					images++
+					data, err := base64.StdEncoding.DecodeString(b.Data)
+					if err != nil || len(data) == 0 || len(data) > maxLLMImage || !slices.Contains(llmImageTypes, b.MimeType) {
+						t.Fatalf("image %q (%s) accepted", b.Data, b.MimeType)
+					}
+				default:
+					t.Fatalf("block type %q accepted", b.Type)
+				}
+			}
+		}
+		if text > maxLLMText || images > maxLLMImages || blocks > maxLLMBlocks {
+			t.Fatalf("%d bytes of text, %d images, %d blocks accepted", text, images, blocks)
+		}
+	})
 }
