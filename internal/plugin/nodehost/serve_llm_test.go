@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -218,4 +220,34 @@ func FuzzParseLLMPrompt(f *testing.F) {
 			t.Fatalf("%d bytes of text, %d images, %d blocks accepted", text, images, blocks)
 		}
 	})
+}
+
+// TestToolkitImageAnalyze: the toolkit's image plugin, unmodified, analyses
+// a picture through ctx.llmPrompt: the gateway gets the configured
+// provider and model, the picture as a base64 image block and the prompt,
+// and the tool answers the model's text.
+func TestToolkitImageAnalyze(t *testing.T) {
+	tk := toolkitDir(t, "image")
+	pics := t.TempDir()
+	png := []byte("\x89PNG\r\n\x1a\nnot really a picture")
+	if err := os.WriteFile(filepath.Join(pics, "cat.png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := mustFixture(t, map[string][]string{"travel": {"image"}},
+		tsPlugin{name: "image", dir: filepath.Join(tk, "image"), allowRead: []string{pics},
+			config: map[string]any{"analyzeProvider": "pa", "analyzeModel": "claude-sonnet-4-5"}})
+	pc := &llmContext{}
+	if err := f.host.Start(context.Background(), pc); err != nil {
+		t.Fatal(err)
+	}
+	resp := f.call("travel", "image", "analyze", filepath.Join(pics, "cat.png"), "--prompt", "what animal?")
+	want := fmt.Sprintf(`pa/claude-sonnet-4-5 [image:image/png:%d text:what animal?] sys="" max=0 think=""`, base64.StdEncoding.EncodedLen(len(png)))
+	if !resp.Success || resp.Output != want {
+		t.Fatalf("got %+v, want output %q\n%s", resp, want, f.log)
+	}
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if len(pc.reqs) != 1 || pc.reqs[0].Messages[0].User.Content[0].Data != base64.StdEncoding.EncodeToString(png) {
+		t.Errorf("the gateway got %+v", pc.reqs)
+	}
 }
