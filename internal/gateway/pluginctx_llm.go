@@ -36,8 +36,8 @@ func (p *pluginContext) LLMPrompt(ctx context.Context, req plugin.LLMPromptReque
 	}
 	cand := g.candidate(config.ModelRef{Provider: req.Provider, Model: req.Model})
 	cand.Options.ThinkingLevel = req.ThinkingLevel
-	if max := cand.Model.MaxTokens; req.MaxTokens > 0 && max > 0 && req.MaxTokens > max {
-		return nil, fmt.Errorf("maxTokens %d is over the %d of model %s", req.MaxTokens, max, cand.Key())
+	if limit := cand.Model.MaxTokens; req.MaxTokens > 0 && limit > 0 && req.MaxTokens > limit {
+		return nil, fmt.Errorf("maxTokens %d is over the %d of model %s", req.MaxTokens, limit, cand.Key())
 	}
 	cand.Options.MaxTokens = req.MaxTokens
 	c := llm.Context{SystemPrompt: req.SystemPrompt, Messages: req.Messages}
