@@ -14,7 +14,8 @@ import (
 // TestTypeScriptGetChannelTelegram: ctx.getChannel("telegram") of a
 // TypeScript plugin reaches the gateway's built-in telegram channel: the
 // message the plugin sends from its start() arrives at the chat, and the
-// adapter says the channel supports messaging.
+// adapter says the channel supports messaging; SendMessageOptions'
+// parseMode reaches Telegram as its parse_mode.
 func TestTypeScriptGetChannelTelegram(t *testing.T) {
 	const user = 111
 	node := tsNode(t)
@@ -31,6 +32,7 @@ export function createPlugin(config: Record<string, unknown>, ctx: any) {
         if (ch) {
           try {
             await ch.sendMessage("%d", undefined, "note from relay, messaging=" + ch.supportsMessaging());
+            await ch.sendMessage("%d", undefined, "<b>bold</b> note", { parseMode: "html" });
             return;
           } catch (e) { console.error("send failed:", e); }
         }
@@ -40,7 +42,7 @@ export function createPlugin(config: Record<string, unknown>, ctx: any) {
     },
   };
 }
-`, user)), 0o644)
+`, user, user)), 0o644)
 	bot := bottest.New(t)
 	srv := llmtest.NewAnthropic(t)
 	startGatewayWith(t, gatewaySetup{
@@ -52,8 +54,18 @@ export function createPlugin(config: Record<string, unknown>, ctx: any) {
 			relay: { path: %q, node: %q }`, bottest.Token, user, bot.URL(), relay, node),
 		rename: map[string]string{"AGENT": "tg"},
 	})
-	const want = `note from relay, messaging\=true` // as MarkdownV2 (Telegram shows "=")
-	bot.WaitFor("the relay's message at the chat", func([]bottest.Call) bool {
-		return slices.Contains(bottest.SentTexts(bot.Snapshot(), user), want)
+	// Without a parse mode the text is sent as it is (as the toolkit's
+	// telegram channel sends it); with parseMode "html" as Telegram HTML.
+	calls := bot.WaitFor("the relay's messages at the chat", func([]bottest.Call) bool {
+		return slices.Contains(bottest.SentTexts(bot.Snapshot(), user), "<b>bold</b> note")
 	})
+	var got []string
+	for _, c := range calls {
+		if c.Method == "sendMessage" {
+			got = append(got, c.Params["parse_mode"]+":"+c.Params["text"])
+		}
+	}
+	if want := []string{":note from relay, messaging=true", "HTML:<b>bold</b> note"}; !slices.Equal(got, want) {
+		t.Errorf("sent %q, want %q", got, want)
+	}
 }

@@ -84,10 +84,41 @@ type Channel interface {
 	// Start starts the channel's background work.
 	Start(ctx context.Context, pc PluginContext) error
 	// SendMessage sends text to a chat (and thread, when not empty), for
-	// notifications from other plugins (a modelSwitched hook, say).
-	SendMessage(ctx context.Context, chatID, threadID, text string) error
+	// notifications from other plugins (a modelSwitched hook, say). opts
+	// say how the channel reads the text; a channel that cannot parse it so
+	// (or whose service refuses the markup) still delivers the text, as
+	// plain text. Callers check opts with SendOptions.Validate.
+	SendMessage(ctx context.Context, chatID, threadID, text string, opts SendOptions) error
 	// SupportsMessaging reports whether SendMessage can be used.
 	SupportsMessaging() bool
+}
+
+// SendOptions are how a channel sends a message: the original's
+// SendMessageOptions.
+type SendOptions struct {
+	// ParseMode is the markup the text is written in: "" for plain text
+	// (sent as it is), ParseModeMarkdown or ParseModeHTML, in the dialect
+	// of the channel's service (Telegram's MarkdownV2 and HTML).
+	ParseMode string
+}
+
+// The parse modes of SendOptions, as the original names them.
+const (
+	ParseModeMarkdown = "markdown"
+	ParseModeHTML     = "html"
+)
+
+// Validate refuses a parse mode other than "", "markdown" and "html".
+func (o SendOptions) Validate() error {
+	switch o.ParseMode {
+	case "", ParseModeMarkdown, ParseModeHTML:
+		return nil
+	}
+	mode := o.ParseMode
+	if len(mode) > 32 {
+		mode = strings.ToValidUTF8(mode[:32], "") + "..."
+	}
+	return fmt.Errorf("invalid parseMode %q: want \"markdown\", \"html\" or none", mode)
 }
 
 // ChannelLookup is what a PluginContext may also offer: the gateway's

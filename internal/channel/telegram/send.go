@@ -183,6 +183,32 @@ func (r *run) sendPlain(ctx context.Context, t target, text string) (int, error)
 	return id, nil
 }
 
+// sendMarkup sends a text written in mode (none: plain text), cut into
+// messages of at most MaxMessageLen characters; a piece whose markup
+// Telegram refuses is sent as plain text.
+func (r *run) sendMarkup(ctx context.Context, t target, text string, mode models.ParseMode) error {
+	for _, piece := range splitText(text, MaxMessageLen) {
+		body := pieceText(piece)
+		if body == "" {
+			continue
+		}
+		if mode != "" {
+			_, err := r.send(ctx, t, body, mode)
+			if !isParseError(err) {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			r.log.Debug("telegram: markup refused, sending plain text", "chat_id", t.chat, "parse_mode", string(mode), "error", r.redact(err))
+		}
+		if _, err := r.send(ctx, t, body, ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // editPiece replaces the text of a message with a piece of an answer, as
 // sendPiece sends it. Editing to the same text is not an error.
 func (r *run) editPiece(ctx context.Context, t target, id int, piece string, in *fence) error {

@@ -20,6 +20,7 @@ import (
 	"sync"
 
 	"github.com/beige-dev/beige/internal/plugin"
+	"github.com/go-telegram/bot/models"
 )
 
 //go:embed plugin.json README.md SKILL.md
@@ -136,9 +137,16 @@ func (p *Plugin) Stop(ctx context.Context) error {
 	return r.stop(ctx)
 }
 
-// SendMessage sends text (Markdown, converted like an answer) to a chat,
-// and forum topic when threadID is not empty.
-func (p *Plugin) SendMessage(ctx context.Context, chatID, threadID, text string) error {
+// SendMessage sends text to a chat, and forum topic when threadID is not
+// empty, as the toolkit's telegram channel does: without parse mode as
+// plain text; with "markdown" as Telegram MarkdownV2 and with "html" as
+// Telegram HTML, the text being written in that markup already. A piece
+// whose markup Telegram refuses is sent again as plain text, so the
+// message still arrives (its markup showing).
+func (p *Plugin) SendMessage(ctx context.Context, chatID, threadID, text string, opts plugin.SendOptions) error {
+	if err := opts.Validate(); err != nil {
+		return fmt.Errorf("telegram: %w", err)
+	}
 	p.mu.Lock()
 	r := p.cur
 	p.mu.Unlock()
@@ -158,8 +166,14 @@ func (p *Plugin) SendMessage(ctx context.Context, chatID, threadID, text string)
 		}
 		t.threadID = n
 	}
-	_, err := r.sendText(ctx, t, text)
-	return err
+	var mode models.ParseMode
+	switch opts.ParseMode {
+	case plugin.ParseModeMarkdown:
+		mode = models.ParseModeMarkdown
+	case plugin.ParseModeHTML:
+		mode = models.ParseModeHTML
+	}
+	return r.sendMarkup(ctx, t, text, mode)
 }
 
 // SupportsMessaging reports whether SendMessage can be used: once started.

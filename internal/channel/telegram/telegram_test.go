@@ -771,24 +771,71 @@ func TestShutdownIsPromptAndClean(t *testing.T) {
 	if h.p.SupportsMessaging() {
 		t.Error("SupportsMessaging after Stop")
 	}
-	if err := h.p.SendMessage(context.Background(), "42", "", "x"); !errors.Is(err, errNotStarted) {
+	if err := h.p.SendMessage(context.Background(), "42", "", "x", plugin.SendOptions{}); !errors.Is(err, errNotStarted) {
 		t.Errorf("SendMessage after Stop: %v", err)
 	}
 }
 
+// TestSendMessage: a plugin's message (ctx.getChannel("telegram")) is sent
+// as the toolkit's channel sends it: plain text without a parse mode,
+// MarkdownV2 or HTML as written with one; when Telegram refuses the markup
+// the same text arrives as plain text; another refusal is an error, with
+// no plain retry. An invalid parse mode or thread id sends nothing.
 func TestSendMessage(t *testing.T) {
+	parseRefused := func(mode string) func(bottest.Call) (int, string) {
+		return func(c bottest.Call) (int, string) {
+			if c.Params["parse_mode"] == mode {
+				return 400, "Bad Request: can't parse entities: Unsupported start tag \"x\" at byte offset 0"
+			}
+			return 0, ""
+		}
+	}
+	for _, tc := range []struct {
+		name, mode, text string
+		reject           func(bottest.Call) (int, string)
+		want             []string // parse_mode:text of each sendMessage
+		err              string
+	}{
+		{name: "plain", text: "Model *switched* to x.y", want: []string{":Model *switched* to x.y"}},
+		{name: "markdown", mode: "markdown", text: `Model *switched* to x\.y`, want: []string{`MarkdownV2:Model *switched* to x\.y`}},
+		{name: "html", mode: "html", text: "Model <b>switched</b>", want: []string{"HTML:Model <b>switched</b>"}},
+		{name: "html refused", mode: "html", text: "a <x>b", reject: parseRefused("HTML"),
+			want: []string{"HTML:a <x>b", ":a <x>b"}},
+		{name: "markdown refused", mode: "markdown", text: "a *b", reject: parseRefused("MarkdownV2"),
+			want: []string{"MarkdownV2:a *b", ":a *b"}},
+		{name: "forbidden", mode: "html", text: "<b>x</b>", reject: func(bottest.Call) (int, string) { return 403, "Forbidden: bot was blocked by the user" },
+			want: []string{"HTML:<b>x</b>"}, err: "Forbidden"},
+		{name: "invalid mode", mode: "MarkdownV2", text: "x", err: `invalid parseMode "MarkdownV2"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := start(t, nil, nil)
+			if !h.p.SupportsMessaging() {
+				t.Fatal("SupportsMessaging is false")
+			}
+			if tc.reject != nil {
+				h.api.SetReject(tc.reject)
+			}
+			err := h.p.SendMessage(context.Background(), "-100123", "9", tc.text, plugin.SendOptions{ParseMode: tc.mode})
+			if tc.err == "" && err != nil {
+				t.Fatal(err)
+			}
+			if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("error %v, want %q", err, tc.err)
+			}
+			var got []string
+			for _, c := range h.api.CallsOf("sendMessage") {
+				if c.Params["message_thread_id"] != "9" || c.Params["chat_id"] != "-100123" {
+					t.Errorf("sent to %v", c)
+				}
+				got = append(got, c.Params["parse_mode"]+":"+c.Params["text"])
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("sends %q, want %q", got, tc.want)
+			}
+		})
+	}
 	h := start(t, nil, nil)
-	if !h.p.SupportsMessaging() {
-		t.Fatal("SupportsMessaging is false")
-	}
-	if err := h.p.SendMessage(context.Background(), "-100123", "9", "Model *switched* to x.y"); err != nil {
-		t.Fatal(err)
-	}
-	c := h.api.CallsOf("sendMessage")
-	if len(c) != 1 || c[0].Params["text"] != `Model _switched_ to x\.y` || c[0].Params["message_thread_id"] != "9" || c[0].Params["chat_id"] != "-100123" {
-		t.Errorf("sent %v", c)
-	}
-	if err := h.p.SendMessage(context.Background(), "-100123", "x", "hi"); err == nil {
+	if err := h.p.SendMessage(context.Background(), "-100123", "x", "hi", plugin.SendOptions{}); err == nil {
 		t.Error("a bad thread id was accepted")
 	}
 }

@@ -21,7 +21,7 @@ export function createPlugin(config, ctx) {
     supportsMessaging() { return true; },
     async sendMessage(chatId, threadId, text, options) {
       if (text === "fail") throw new Error("send refused");
-      last = chatId + "/" + (threadId ?? "-") + ": " + text;
+      last = chatId + "/" + (threadId ?? "-") + ": " + text + (options === undefined ? "" : " " + JSON.stringify(options));
     },
   };
   return {
@@ -51,29 +51,40 @@ func TestChannelSendMessage(t *testing.T) {
 		t.Errorf("name %q, supportsMessaging %v", ch.Name(), ch.SupportsMessaging())
 	}
 	ctx := context.Background()
-	if err := ch.SendMessage(ctx, "42", "7", "hello"); err != nil {
+	if err := ch.SendMessage(ctx, "42", "7", "hello", plugin.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if resp := f.call("travel", "chanplug"); resp.Output != "42/7: hello" {
 		t.Errorf("the adapter got %+v", resp)
 	}
-	if err := ch.SendMessage(ctx, "42", "", "again"); err != nil {
+	if err := ch.SendMessage(ctx, "42", "", "again", plugin.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if resp := f.call("travel", "chanplug"); resp.Output != "42/-: again" {
 		t.Errorf("without a thread the adapter got %+v", resp)
 	}
-	if err := ch.SendMessage(ctx, "42", "", "fail"); err == nil || !strings.Contains(err.Error(), "plugin chanplug: channel sendMessage failed: send refused") {
+	if err := ch.SendMessage(ctx, "42", "", "fail", plugin.SendOptions{}); err == nil || !strings.Contains(err.Error(), "plugin chanplug: channel sendMessage failed: send refused") {
 		t.Errorf("a failing sendMessage: %v", err)
+	}
+
+	// SendMessageOptions reach the adapter as the original passes them.
+	if err := ch.SendMessage(ctx, "42", "", "<b>hi</b>", plugin.SendOptions{ParseMode: plugin.ParseModeHTML}); err != nil {
+		t.Fatal(err)
+	}
+	if resp := f.call("travel", "chanplug"); resp.Output != `42/-: <b>hi</b> {"parseMode":"html"}` {
+		t.Errorf("with parseMode html the adapter got %+v", resp)
+	}
+	if err := ch.SendMessage(ctx, "42", "", "x", plugin.SendOptions{ParseMode: "bold"}); err == nil || !strings.Contains(err.Error(), `invalid parseMode "bold"`) {
+		t.Errorf("an invalid parse mode: %v", err)
 	}
 
 	backoffMin = time.Second
 	f.call("travel", "chanplug", "exit")
-	if err := ch.SendMessage(ctx, "42", "", "down"); err == nil || !strings.Contains(err.Error(), "channel chanplug: send message: plugin chanplug is restarting") {
+	if err := ch.SendMessage(ctx, "42", "", "down", plugin.SendOptions{}); err == nil || !strings.Contains(err.Error(), "channel chanplug: send message: plugin chanplug is restarting") {
 		t.Errorf("while the host is down: %v", err)
 	}
 	f.log.waitLog(t, "plugin host restarted")
-	if err := ch.SendMessage(ctx, "42", "", "back"); err != nil {
+	if err := ch.SendMessage(ctx, "42", "", "back", plugin.SendOptions{}); err != nil {
 		t.Fatalf("after the restart: %v", err)
 	}
 	if resp := f.call("travel", "chanplug"); resp.Output != "42/-: back" {
@@ -88,7 +99,12 @@ export function createPlugin(config, ctx) {
       r.tool({ name: "sender", description: "", handler: async (args) => {
         const ch = ctx.getChannel(args[0]);
         if (!ch) return { output: "no channel", exitCode: 0 };
-        await ch.sendMessage(args[1], undefined, args[2]);
+        const opts = args[3] === undefined ? undefined : args[3] === "number" ? { parseMode: 5 } : { parseMode: args[3], extra: true };
+        try {
+          await ch.sendMessage(args[1], undefined, args[2], opts);
+        } catch (e) {
+          return { output: "error: " + e.message, exitCode: 1 };
+        }
         return { output: "sent, messaging " + ch.supportsMessaging(), exitCode: 0 };
       }});
     },
@@ -106,9 +122,12 @@ type goChannel struct {
 func (c *goChannel) Name() string                                      { return "telegram" }
 func (c *goChannel) Start(context.Context, plugin.PluginContext) error { return nil }
 func (c *goChannel) SupportsMessaging() bool                           { return true }
-func (c *goChannel) SendMessage(_ context.Context, chat, thread, text string) error {
+func (c *goChannel) SendMessage(_ context.Context, chat, thread, text string, opts plugin.SendOptions) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if opts.ParseMode != "" {
+		text += " (" + opts.ParseMode + ")"
+	}
 	c.sent = append(c.sent, chat+"/"+thread+": "+text)
 	return nil
 }
@@ -187,4 +206,44 @@ export function createPlugin(config, ctx) {
 			t.Errorf("%s: got %+v, want %q\n%s", tool, resp, want, f.log)
 		}
 	}
+}
+
+// TestGetChannelParseMode: the SendMessageOptions a plugin gives
+// ctx.getChannel(name).sendMessage reach the channel, a TypeScript
+// plugin's adapter and a channel of the gateway's own alike (other fields
+// of the options are not passed on); an invalid parseMode is refused with
+// a clear error and nothing is sent.
+func TestGetChannelParseMode(t *testing.T) {
+	f := mustFixture(t, map[string][]string{"travel": {"chanplug", "sender"}},
+		tsPlugin{name: "chanplug", source: chanPlugin}, tsPlugin{name: "sender", source: senderPlugin})
+	tg := &goChannel{}
+	chans := f.host.Channels()
+	chans["telegram"] = tg
+	if err := f.host.Start(context.Background(), &channelsContext{chans: chans}); err != nil {
+		t.Fatal(err)
+	}
+	if resp := f.call("travel", "sender", "chanplug", "99", "*hi*", "markdown"); resp.Output != "sent, messaging true" {
+		t.Fatalf("%+v\n%s", resp, f.log)
+	}
+	if resp := f.call("travel", "chanplug"); resp.Output != `99/-: *hi* {"parseMode":"markdown"}` {
+		t.Errorf("the channel plugin got %+v", resp)
+	}
+	if resp := f.call("travel", "sender", "telegram", "5", "<b>hi</b>", "html"); resp.Output != "sent, messaging true" {
+		t.Fatalf("%+v\n%s", resp, f.log)
+	}
+	for _, bad := range []struct{ mode, want string }{
+		{"bold", `invalid parseMode "bold"`},
+		{"HTML", `invalid parseMode "HTML"`},
+		{"number", "invalid parseMode"},
+	} {
+		resp := f.call("travel", "sender", "telegram", "5", "never", bad.mode)
+		if !strings.Contains(resp.Output, "error: channel telegram: "+bad.want) {
+			t.Errorf("parseMode %s: %+v", bad.mode, resp)
+		}
+	}
+	tg.mu.Lock()
+	if !slices.Equal(tg.sent, []string{"5/: <b>hi</b> (html)"}) {
+		t.Errorf("telegram sent %q", tg.sent)
+	}
+	tg.mu.Unlock()
 }

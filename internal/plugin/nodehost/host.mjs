@@ -18,6 +18,9 @@ import net from "node:net";
 import { pathToFileURL } from "node:url";
 
 const IN = 3, OUT = 4, SYNC = 5;
+// The arguments of a ctx call that fit in a frame (the gateway's MaxFrame,
+// 8 MiB, less room for the frame's own fields).
+const MAX_ARGS = (8 << 20) - 4096;
 let nextId = 1;
 const pending = new Map();
 
@@ -108,11 +111,25 @@ function makeContext(init) {
     isSessionActive: (sessionKey) => !!syncCall("isSessionActive", { sessionKey }),
     getRegisteredTools: () => syncCall("getRegisteredTools", {}),
     invokeTool: (toolName, args, sessionContext) => asyncCall("invokeTool", { toolName, args, sessionContext }),
-    // steerSession and llmPrompt are not served yet: the gateway answers
-    // each with a clear error.
+    // steerSession is not served yet: the gateway answers with a clear
+    // error.
     steerSession: (sessionKey, text) => asyncCall("steerSession", { sessionKey, text }),
     disposeSession: (sessionKey) => asyncCall("disposeSession", { sessionKey }).then(() => undefined),
-    llmPrompt: (provider, modelId, messages, opts) => asyncCall("llmPrompt", { provider, modelId, messages, opts }),
+    // Only the fields of LlmMessage and LlmPromptOpts are sent (pi's
+    // UserMessage carries a timestamp, say); the gateway checks the rest.
+    // A call over the frame limit would end the host: it fails instead.
+    llmPrompt: (provider, modelId, messages, opts) => {
+      const args = {
+        provider, modelId,
+        messages: Array.isArray(messages) ? messages.map((m) => ({
+          role: m?.role,
+          content: Array.isArray(m?.content) ? m.content.map((b) => ({ type: b?.type, text: b?.text, data: b?.data, mimeType: b?.mimeType })) : m?.content,
+        })) : messages,
+        opts: opts ? { systemPrompt: opts.systemPrompt, maxTokens: opts.maxTokens, thinkingLevel: opts.thinkingLevel } : undefined,
+      };
+      if (Buffer.byteLength(JSON.stringify(args)) > MAX_ARGS) return Promise.reject(new Error(`ctx.llmPrompt: the messages are over 8 MiB in all (images included)`));
+      return asyncCall("llmPrompt", args);
+    },
     getModel: (provider, modelId) => syncCall("getModel", { provider, modelId }) ?? undefined,
     getModelHealth: (provider, modelId) => syncCall("getModelHealth", { provider, modelId }) ?? undefined,
     clearModelHealth: (provider, modelId) => { syncCall("clearModelHealth", { provider, modelId }); },
@@ -128,7 +145,7 @@ function makeContext(init) {
       return Object.freeze({
         supportsMessaging: () => !!c.messaging,
         sendMessage: (chatId, threadId, text, options) =>
-          asyncCall("channel.sendTo", { name: c.name, chatId: String(chatId ?? ""), threadId: threadId ? String(threadId) : "", text: String(text ?? ""), options: options ?? null }).then(() => undefined),
+          asyncCall("channel.sendTo", { name: c.name, chatId: String(chatId ?? ""), threadId: threadId ? String(threadId) : "", text: String(text ?? ""), options: options && options.parseMode !== undefined ? { parseMode: options.parseMode } : null }).then(() => undefined),
         sendPhoto: async () => { throw new Error(`channel ${c.name}: sendPhoto is not supported by beige yet`); },
       });
     },

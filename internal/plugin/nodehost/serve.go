@@ -271,6 +271,9 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 	if op == "invokeTool" {
 		return p.serveInvokeTool(ctx, pc, raw, need)
 	}
+	if op == "llmPrompt" {
+		return p.serveLLMPrompt(ctx, pc, raw, need)
+	}
 	return nil, fmt.Errorf("ctx.%s is not supported by beige yet", op)
 }
 

@@ -40,19 +40,27 @@ func (c *channel) Start(context.Context, plugin.PluginContext) error { return ni
 
 func (c *channel) SupportsMessaging() bool { return c.messaging }
 
-// SendMessage calls the adapter's sendMessage in the plugin host. While the
+// SendMessage calls the adapter's sendMessage in the plugin host, with
+// SendMessageOptions {parseMode} when opts has a parse mode. While the
 // host is down (crashed, restarting) it fails with the reason; it works
 // again once the host is back.
-func (c *channel) SendMessage(ctx context.Context, chatID, threadID, text string) error {
+func (c *channel) SendMessage(ctx context.Context, chatID, threadID, text string, opts plugin.SendOptions) error {
+	if err := opts.Validate(); err != nil {
+		return fmt.Errorf("channel %s: send message: %w", c.Name(), err)
+	}
 	pr, err := c.p.current()
 	if err != nil {
 		return fmt.Errorf("channel %s: send message: %w", c.Name(), err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, hookTimeout)
 	defer cancel()
-	_, err = pr.call(ctx, "channel.send", map[string]any{
-		"chatId": chatID, "threadId": threadID, "text": text,
-	})
+	args := map[string]any{"chatId": chatID, "threadId": threadID, "text": text}
+	if opts.ParseMode != "" {
+		// The adapter's sendMessage gets SendMessageOptions only when
+		// there is one to give, as the original's callers pass them.
+		args["options"] = map[string]string{"parseMode": opts.ParseMode}
+	}
+	_, err = pr.call(ctx, "channel.send", args)
 	if err != nil {
 		return c.p.callError(ctx, pr, "channel sendMessage", err)
 	}
@@ -69,7 +77,9 @@ func (p *Plugin) serveChannel(ctx context.Context, op string, raw json.RawMessag
 		ChatID   string `json:"chatId"`
 		ThreadID string `json:"threadId"`
 		Text     string `json:"text"`
-		Options  any    `json:"options"`
+		Options  *struct {
+			ParseMode any `json:"parseMode"`
+		} `json:"options"`
 	}
 	if err := decodeNamed(op, raw, &a, nil); err != nil {
 		return nil, err
@@ -96,8 +106,19 @@ func (p *Plugin) serveChannel(ctx context.Context, op string, raw json.RawMessag
 	if !ch.SupportsMessaging() {
 		return nil, fmt.Errorf("channel %s does not support messaging", a.Name)
 	}
-	p.log.Info("plugin sends a message through a channel", "channel", a.Name, "chat", a.ChatID, "thread", a.ThreadID)
-	if err := ch.SendMessage(ctx, a.ChatID, a.ThreadID, a.Text); err != nil {
+	var opts plugin.SendOptions
+	if a.Options != nil && a.Options.ParseMode != nil {
+		mode, ok := a.Options.ParseMode.(string)
+		if !ok {
+			return nil, fmt.Errorf("channel %s: invalid parseMode: want \"markdown\", \"html\" or none", a.Name)
+		}
+		opts.ParseMode = mode
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("channel %s: %w", a.Name, err)
+	}
+	p.log.Info("plugin sends a message through a channel", "channel", a.Name, "chat", a.ChatID, "thread", a.ThreadID, "parseMode", opts.ParseMode)
+	if err := ch.SendMessage(ctx, a.ChatID, a.ThreadID, a.Text, opts); err != nil {
 		return nil, fmt.Errorf("channel %s: %w", a.Name, err)
 	}
 	return struct{}{}, nil
