@@ -81,8 +81,8 @@ func parseLLMPrompt(raw json.RawMessage) (plugin.LLMPromptRequest, error) {
 			ThinkingLevel *string  `json:"thinkingLevel"`
 		} `json:"opts"`
 	}
-	if err := decodeArgs(raw, &a); err != nil {
-		return req, fmt.Errorf("ctx.llmPrompt: %w", err)
+	if err := decodeNamed("llmPrompt", raw, &a, nil); err != nil {
+		return req, err
 	}
 	if err := checkNames("llmPrompt", a.Provider, a.ModelID); err != nil {
 		return req, err
