@@ -128,7 +128,6 @@ func TestTypeScriptLLMPrompt(t *testing.T) {
 	for _, tc := range []struct{ args, want string }{
 		{`["pb","model-x",` + msg + `]`, `error: ctx.llmPrompt: model "model-x" not found for provider "pb": list it under llm.providers.pb.models`},
 		{`["px","model-b",` + msg + `]`, `error: ctx.llmPrompt: provider "px" is not configured (not a key of llm.providers)`},
-		{`["pn","model-n",` + msg + `]`, `error: ctx.llmPrompt: no credentials for provider "pn": llm.providers.pn.apiKey is empty`},
 		{`["pb","model-b",` + msg + `,{"maxTokens":5000}]`, `error: ctx.llmPrompt: maxTokens 5000 is over the 1000 of model pb/model-b`},
 	} {
 		if got := ask(tc.args); got != tc.want {
@@ -137,6 +136,12 @@ func TestTypeScriptLLMPrompt(t *testing.T) {
 	}
 	if b.Count() != 1 {
 		t.Errorf("refused calls reached the provider: %d requests", b.Count())
+	}
+	// A provider without a key (a local server) is called as an agent's
+	// would be, with no key.
+	b.Enqueue(llmtest.Text("keyless answer"))
+	if got := ask(`["pn","model-n",` + msg + `]`); got != "ok: keyless answer" || b.Count() != 2 || b.Last().APIKey() != "" {
+		t.Errorf("keyless provider: %q, %d requests, key %q", got, b.Count(), b.Last().APIKey())
 	}
 
 	// The agent's own model, through the provider's refusal: the error says
