@@ -181,6 +181,21 @@ func checkKey(key string) error {
 	return nil
 }
 
+// MaxMessageBytes bounds a user message (a prompt or a steering message):
+// more than any model's context window holds as text.
+const MaxMessageBytes = 4 << 20
+
+// checkMessage refuses an empty or oversized user message.
+func checkMessage(message string) error {
+	if len(message) > MaxMessageBytes {
+		return proto.Errorf(http.StatusRequestEntityTooLarge, "message too long (%d bytes, at most %d)", len(message), MaxMessageBytes)
+	}
+	if strings.TrimSpace(message) == "" {
+		return proto.Errorf(http.StatusBadRequest, "message is empty")
+	}
+	return nil
+}
+
 // session returns the session of agent and key, creating it.
 func (m *Manager) session(agent, key string) *session {
 	m.mu.Lock()
@@ -203,8 +218,8 @@ func (m *Manager) session(agent, key string) *session {
 // the prompt did not start; otherwise it holds what happened, even with an
 // error.
 func (m *Manager) Prompt(ctx context.Context, agent, sessionKey, message string, opts *PromptOptions) (*Result, error) {
-	if strings.TrimSpace(message) == "" {
-		return nil, proto.Errorf(http.StatusBadRequest, "message is empty")
+	if err := checkMessage(message); err != nil {
+		return nil, err
 	}
 	if sessionKey == "" {
 		sessionKey = DefaultSessionKey(agent)
@@ -257,15 +272,30 @@ func (m *Manager) prompt(pctx context.Context, agent, sessionKey, message string
 			return nil, err
 		}
 	}
+	if opts != nil && opts.ReplyTo != nil {
+		if err := m.SetSessionMetadata(sessionKey, replyToKey, opts.ReplyTo); err != nil {
+			m.log.Warn("reply target of the prompt not stored", "agent", agent, "session", sessionKey, "err", err)
+		}
+	}
 	system := m.systemPrompt(agent, sc.Channel, setup)
 	var defs []llm.Tool
 	if setup.Tools != nil {
 		defs = setup.Tools.Definitions()
 	}
-	comp := &Compactor{Model: setup.Model, Threshold: setup.CompactionThreshold}
+	model := setup.Model
+	if opts != nil && opts.Model != nil {
+		model = opts.Model
+	}
+	comp := &Compactor{Model: model, Threshold: setup.CompactionThreshold}
+	var notify *compactNotify
+	if opts != nil && (opts.OnCompactionStart != nil || opts.OnCompactionEnd != nil) {
+		notify = &compactNotify{start: opts.OnCompactionStart, end: opts.OnCompactionEnd}
+	}
+	s := m.session(agent, sessionKey)
 	loop := &Loop{
-		Model: setup.Model, Tools: setup.Tools, SystemPrompt: system, Session: sc,
+		Model: model, Tools: setup.Tools, SystemPrompt: system, Session: sc,
 		MaxModelCalls: setup.MaxModelCalls,
+		Steering:      s.takeSteering,
 		Record:        conv.appendMessage,
 		Compact: func(ctx context.Context, msgs []llm.Message) ([]llm.Message, *Compaction, error) {
 			if len(msgs) != len(conv.msgs) {
@@ -273,7 +303,7 @@ func (m *Manager) prompt(pctx context.Context, agent, sessionKey, message string
 				m.log.Error("agent: loop and session out of step; compaction skipped", "agent", agent, "session", sessionKey)
 				return msgs, nil, nil
 			}
-			c, err := conv.compact(ctx, comp, system, defs, false)
+			c, err := conv.compact(ctx, comp, system, defs, false, notify)
 			if c == nil || err != nil {
 				return msgs, nil, err
 			}
@@ -439,6 +469,7 @@ func (m *Manager) NewSession(ctx context.Context, agent, sessionKey string) erro
 	s.mu.Lock()
 	old := s.conv
 	s.conv = conv
+	s.steer = nil // meant for the old session
 	if old != nil && old != s.busy {
 		old.close()
 	}
@@ -459,7 +490,7 @@ func (m *Manager) Compact(ctx context.Context, agent, sessionKey string) (*Compa
 	var c *Compaction
 	err := m.withTurn(ctx, agent, sessionKey, func(pctx context.Context, setup *AgentSetup, conv *conversation) (err error) {
 		comp := &Compactor{Model: setup.Model, Threshold: setup.CompactionThreshold}
-		c, err = conv.compact(pctx, comp, "", nil, true)
+		c, err = conv.compact(pctx, comp, "", nil, true, nil)
 		return err
 	})
 	return c, err
@@ -511,6 +542,100 @@ func (m *Manager) Abort(agent, sessionKey string) bool {
 	s := m.sessions[agent+"\x00"+sessionKey]
 	m.mu.Unlock()
 	return s != nil && s.abort(errAbortRequested)
+}
+
+// Bounds on the steering messages waiting in one session.
+const (
+	maxSteerQueue      = 32
+	maxSteerQueueBytes = MaxMessageBytes
+)
+
+// Steer queues message for the session sessionKey of agent ("" means the
+// agent the session map names for the key, or the one whose prompt runs
+// under the key), as pi's steer does (the original Beige's steerSession):
+// the running prompt takes it after its current tool call finishes, skips
+// the reply's remaining calls (each gets the result SkippedForSteering),
+// records it as a user message and calls the model again; several are taken
+// one at a time, in order. When no prompt runs, the message waits, as in
+// pi, and the next prompt of the session takes it right after its own
+// message (NewSession drops the waiting ones). It reports false, and does
+// nothing, when no such session exists. The message is checked like a
+// prompt's (empty, MaxMessageBytes) and passes the prePrompt hooks, which may
+// rewrite or refuse it.
+func (m *Manager) Steer(ctx context.Context, agent, sessionKey, message string) (bool, error) {
+	if m.closed.Load() {
+		return false, ErrClosed
+	}
+	if sessionKey == "" {
+		if agent == "" {
+			return false, proto.Errorf(http.StatusBadRequest, "session key is empty")
+		}
+		sessionKey = DefaultSessionKey(agent)
+	}
+	if err := checkKey(sessionKey); err != nil {
+		return false, err
+	}
+	if err := checkMessage(message); err != nil {
+		return false, err
+	}
+	agent = m.steeredAgent(agent, sessionKey)
+	if agent == "" {
+		return false, nil
+	}
+	if m.hooks != nil {
+		var err error
+		if message, err = m.hooks.PrePrompt(ctx, agent, sessionKey, message); err != nil {
+			return false, err
+		}
+		if err := checkMessage(message); err != nil {
+			return false, err
+		}
+	}
+	s := m.session(agent, sessionKey)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	size := len(message)
+	for _, q := range s.steer {
+		size += len(q)
+	}
+	if len(s.steer) >= maxSteerQueue || size > maxSteerQueueBytes {
+		return false, proto.Errorf(http.StatusTooManyRequests, "too many steering messages wait in session %q (at most %d, %d bytes)", sessionKey, maxSteerQueue, maxSteerQueueBytes)
+	}
+	s.steer = append(s.steer, message)
+	m.log.Info("steering message queued", "agent", agent, "session", sessionKey, "running", s.busy != nil, "queued", len(s.steer))
+	return true, nil
+}
+
+// steeredAgent returns the agent of the session a steering message is for:
+// the one given, if it has the session; else the agent whose prompt runs
+// under the key, else the one the session map names; "" for none.
+func (m *Manager) steeredAgent(agent, key string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	running := ""
+	for _, s := range m.sessions {
+		if s.key != key || (agent != "" && s.agent != agent) {
+			continue
+		}
+		s.mu.Lock()
+		busy := s.busy != nil
+		s.mu.Unlock()
+		if busy && (running == "" || s.agent < running) {
+			running = s.agent
+		}
+	}
+	if running != "" {
+		return running
+	}
+	e, ok := m.index[key]
+	if !ok {
+		m.mergeDiskLocked()
+		e, ok = m.index[key]
+	}
+	if ok && (agent == "" || e.AgentName == agent) {
+		return e.AgentName
+	}
+	return ""
 }
 
 // Dispose drops the session's conversation from memory, so that the next
