@@ -126,11 +126,12 @@ type Loop struct {
 	Compact func(ctx context.Context, msgs []llm.Message) ([]llm.Message, *Compaction, error)
 	// Steering, if set, is polled for a user message sent while the prompt
 	// runs (Manager.Steer), one at a time: at the start, after each tool
-	// call and after a reply that calls no tools. A message polled after a
-	// tool call skips the reply's remaining calls (each gets the result
+	// call and after a reply that calls no tools — the last poll (last is
+	// true) unless it gives a message. A message polled after a tool call
+	// skips the reply's remaining calls (each gets the result
 	// SkippedForSteering); the message is recorded and the model called
 	// again, as pi does.
-	Steering func() (llm.Message, bool)
+	Steering func(last bool) (llm.Message, bool)
 	// Logger may be nil.
 	Logger *slog.Logger
 }
@@ -217,7 +218,7 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 	if maxCalls <= 0 {
 		maxCalls = DefaultMaxModelCalls
 	}
-	pending, steered := r.poll(ctx)
+	pending, steered := r.poll(ctx, false)
 	for {
 		if steered {
 			if err := r.add(pending); err != nil {
@@ -260,7 +261,7 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 
 		calls := msg.ToolCalls()
 		if len(calls) == 0 {
-			if pending, steered = r.poll(ctx); steered {
+			if pending, steered = r.poll(ctx, true); steered {
 				continue
 			}
 			return r.res, nil
@@ -288,7 +289,7 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			if err := r.runTool(ctx, tc, msg.Model); err != nil {
 				return r.res, err
 			}
-			if pending, steered = r.poll(ctx); steered {
+			if pending, steered = r.poll(ctx, false); steered {
 				if err := r.skip(calls[i+1:], SkippedForSteering); err != nil {
 					return r.res, err
 				}
@@ -299,18 +300,18 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			return r.res, abortError(ctx)
 		}
 		if !steered {
-			pending, steered = r.poll(ctx)
+			pending, steered = r.poll(ctx, false)
 		}
 	}
 }
 
 // poll takes the next steering message, if any; none once the prompt was
 // aborted, so that a message is never taken and then dropped.
-func (r *run) poll(ctx context.Context) (llm.Message, bool) {
+func (r *run) poll(ctx context.Context, last bool) (llm.Message, bool) {
 	if r.l.Steering == nil || ctx.Err() != nil {
 		return llm.Message{}, false
 	}
-	return r.l.Steering()
+	return r.l.Steering(last)
 }
 
 // callModel streams one reply. It always returns a message: one the Model

@@ -295,7 +295,7 @@ func (m *Manager) prompt(pctx context.Context, agent, sessionKey, message string
 	loop := &Loop{
 		Model: model, Tools: setup.Tools, SystemPrompt: system, Session: sc,
 		MaxModelCalls: setup.MaxModelCalls,
-		Steering:      s.takeSteering,
+		Steering:      m.steering(pctx, s, agent, sessionKey),
 		Record:        conv.appendMessage,
 		Compact: func(ctx context.Context, msgs []llm.Message) ([]llm.Message, *Compaction, error) {
 			if len(msgs) != len(conv.msgs) {
@@ -313,6 +313,9 @@ func (m *Manager) prompt(pctx context.Context, agent, sessionKey, message string
 	}
 	start := time.Now()
 	res, err := loop.Run(pctx, conv.messages(), llm.UserText(message), opts)
+	s.mu.Lock()
+	s.steerable = false // an abort or a failure does not poll again
+	s.mu.Unlock()
 	m.log.Info("prompt", "agent", agent, "session", sessionKey, "duration", time.Since(start),
 		"modelCalls", res.ModelCalls, "stopReason", res.StopReason, "err", err)
 	if err == nil && m.hooks != nil {
@@ -362,7 +365,7 @@ func (m *Manager) begin(ctx context.Context, s *session, cancel context.CancelCa
 		conv.close() // NewSession came first
 		conv = s.conv
 	}
-	s.busy, s.cancel = conv, cancel
+	s.busy, s.cancel, s.steerable = conv, cancel, true
 	s.mu.Unlock()
 	if m.closed.Load() {
 		cancel(ErrClosed)
@@ -375,7 +378,7 @@ func (m *Manager) begin(ctx context.Context, s *session, cancel context.CancelCa
 func (m *Manager) end(s *session, conv *conversation) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.busy, s.cancel = nil, nil
+	s.busy, s.cancel, s.steerable = nil, nil, false
 	if s.conv != conv {
 		if err := conv.close(); err != nil {
 			m.log.Warn("close session file", "file", conv.path, "err", err)
@@ -551,18 +554,21 @@ const (
 )
 
 // Steer queues message for the session sessionKey of agent ("" means the
-// agent the session map names for the key, or the one whose prompt runs
-// under the key), as pi's steer does (the original Beige's steerSession):
+// agent whose prompt runs under the key, else the one the session map
+// names for it), as pi's steer does (the original Beige's steerSession):
 // the running prompt takes it after its current tool call finishes, skips
 // the reply's remaining calls (each gets the result SkippedForSteering),
 // records it as a user message and calls the model again; several are taken
-// one at a time, in order. When no prompt runs, the message waits, as in
-// pi, and the next prompt of the session takes it right after its own
-// message (NewSession drops the waiting ones). It reports false, and does
+// one at a time, in order. The prePrompt hooks see it when it is taken and
+// may rewrite or refuse it (a refused one is left out, logged).
+//
+// When no prompt runs, the message waits, as in pi, and the next prompt of
+// the session takes it right after its own message (NewSession drops the
+// waiting ones); with runningOnly it is refused instead (false): true then
+// means the running prompt will take it. It reports false, and does
 // nothing, when no such session exists. The message is checked like a
-// prompt's (empty, MaxMessageBytes) and passes the prePrompt hooks, which may
-// rewrite or refuse it.
-func (m *Manager) Steer(ctx context.Context, agent, sessionKey, message string) (bool, error) {
+// prompt's (empty, MaxMessageBytes).
+func (m *Manager) Steer(ctx context.Context, agent, sessionKey, message string, runningOnly bool) (bool, error) {
 	if m.closed.Load() {
 		return false, ErrClosed
 	}
@@ -582,18 +588,12 @@ func (m *Manager) Steer(ctx context.Context, agent, sessionKey, message string) 
 	if agent == "" {
 		return false, nil
 	}
-	if m.hooks != nil {
-		var err error
-		if message, err = m.hooks.PrePrompt(ctx, agent, sessionKey, message); err != nil {
-			return false, err
-		}
-		if err := checkMessage(message); err != nil {
-			return false, err
-		}
-	}
 	s := m.session(agent, sessionKey)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if runningOnly && !s.steerable {
+		return false, nil
+	}
 	size := len(message)
 	for _, q := range s.steer {
 		size += len(q)
@@ -604,6 +604,30 @@ func (m *Manager) Steer(ctx context.Context, agent, sessionKey, message string) 
 	s.steer = append(s.steer, message)
 	m.log.Info("steering message queued", "agent", agent, "session", sessionKey, "running", s.busy != nil, "queued", len(s.steer))
 	return true, nil
+}
+
+// steering is the Loop's Steering of a prompt in session s: its queued
+// messages, each through the prePrompt hooks.
+func (m *Manager) steering(ctx context.Context, s *session, agent, sessionKey string) func(bool) (llm.Message, bool) {
+	return func(last bool) (llm.Message, bool) {
+		for {
+			text, ok := s.takeSteering(last)
+			if !ok {
+				return llm.Message{}, false
+			}
+			if m.hooks != nil {
+				var err error
+				if text, err = m.hooks.PrePrompt(ctx, agent, sessionKey, text); err == nil {
+					err = checkMessage(text)
+				}
+				if err != nil {
+					m.log.Warn("steering message refused by a prePrompt hook; left out", "agent", agent, "session", sessionKey, "err", err)
+					continue
+				}
+			}
+			return llm.UserText(text), true
+		}
+	}
 }
 
 // steeredAgent returns the agent of the session a steering message is for:

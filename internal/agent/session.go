@@ -293,19 +293,26 @@ type session struct {
 	busy   *conversation // the conversation the running prompt uses
 	cancel context.CancelCauseFunc
 	steer  []string // Manager.Steer's messages not yet taken, oldest first
+	// steerable says the running prompt will still poll for steering
+	// messages (Manager.Steer with runningOnly).
+	steerable bool
 }
 
-// takeSteering takes the oldest steering message.
-func (s *session) takeSteering() (llm.Message, bool) {
+// takeSteering takes the oldest steering message. When there is none and
+// last is set, the running prompt takes no more.
+func (s *session) takeSteering(last bool) (string, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.steer) == 0 {
-		return llm.Message{}, false
+		if last {
+			s.steerable = false
+		}
+		return "", false
 	}
 	text := s.steer[0]
 	s.steer[0] = ""
 	s.steer = s.steer[1:]
-	return llm.UserText(text), true
+	return text, true
 }
 
 // abort cancels the running prompt, if any.

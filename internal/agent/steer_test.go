@@ -49,7 +49,7 @@ func TestSteerSkipsRemainingToolCalls(t *testing.T) {
 	}()
 	<-started
 	for _, msg := range []string{"stop, do X", "then Y"} {
-		if ok, err := e.m.Steer(context.Background(), "", "k1", msg); !ok || err != nil {
+		if ok, err := e.m.Steer(context.Background(), "", "k1", msg, false); !ok || err != nil {
 			t.Fatalf("Steer(%q) = %v, %v", msg, ok, err)
 		}
 	}
@@ -115,7 +115,7 @@ func TestSteerIdleWaitsForNextPrompt(t *testing.T) {
 	if _, err := e.m.Prompt(context.Background(), testAgent, "k2", "hi", nil); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := e.m.Steer(context.Background(), "", "k2", "remember the milk"); !ok || err != nil {
+	if ok, err := e.m.Steer(context.Background(), "", "k2", "remember the milk", false); !ok || err != nil {
 		t.Fatalf("Steer = %v, %v", ok, err)
 	}
 	if e.srv.Count() != 1 {
@@ -133,18 +133,18 @@ func TestSteerIdleWaitsForNextPrompt(t *testing.T) {
 		t.Errorf("request messages %v", msgs)
 	}
 
-	if ok, err := e.m.Steer(context.Background(), "", "nobody:1", "hi"); ok || err != nil {
+	if ok, err := e.m.Steer(context.Background(), "", "nobody:1", "hi", false); ok || err != nil {
 		t.Errorf("Steer of no session = %v, %v", ok, err)
 	}
-	if ok, err := e.m.Steer(context.Background(), "other", "k2", "hi"); ok || err != nil {
+	if ok, err := e.m.Steer(context.Background(), "other", "k2", "hi", false); ok || err != nil {
 		t.Errorf("Steer of another agent's session = %v, %v", ok, err)
 	}
 	var pe *proto.Error
-	if _, err := e.m.Steer(context.Background(), "", "k2", "  "); !errors.As(err, &pe) || pe.Status != http.StatusBadRequest {
+	if _, err := e.m.Steer(context.Background(), "", "k2", "  ", false); !errors.As(err, &pe) || pe.Status != http.StatusBadRequest {
 		t.Errorf("empty: %v", err)
 	}
 	big := strings.Repeat("x", MaxMessageBytes+1)
-	if _, err := e.m.Steer(context.Background(), "", "k2", big); !errors.As(err, &pe) || pe.Status != http.StatusRequestEntityTooLarge {
+	if _, err := e.m.Steer(context.Background(), "", "k2", big, false); !errors.As(err, &pe) || pe.Status != http.StatusRequestEntityTooLarge {
 		t.Errorf("oversized steer: %v", err)
 	}
 	if _, err := e.m.Prompt(context.Background(), testAgent, "k2", big, nil); !errors.As(err, &pe) || pe.Status != http.StatusRequestEntityTooLarge {
@@ -163,12 +163,12 @@ func TestSteerAfterNewSessionDropped(t *testing.T) {
 	e.prompt("hi")
 	key := DefaultSessionKey(testAgent)
 	for i := range maxSteerQueue {
-		if ok, err := e.m.Steer(context.Background(), testAgent, key, "old news"); !ok || err != nil {
+		if ok, err := e.m.Steer(context.Background(), testAgent, key, "old news", false); !ok || err != nil {
 			t.Fatalf("Steer %d = %v, %v", i, ok, err)
 		}
 	}
 	var pe *proto.Error
-	if _, err := e.m.Steer(context.Background(), testAgent, key, "one too many"); !errors.As(err, &pe) || pe.Status != http.StatusTooManyRequests {
+	if _, err := e.m.Steer(context.Background(), testAgent, key, "one too many", false); !errors.As(err, &pe) || pe.Status != http.StatusTooManyRequests {
 		t.Errorf("over the queue bound: %v", err)
 	}
 	if err := e.m.NewSession(context.Background(), testAgent, ""); err != nil {
@@ -244,5 +244,87 @@ func TestPromptModelAndReplyTo(t *testing.T) {
 	meta, ok := e.m.SessionMetadata("k3")
 	if !ok || string(meta["_replyTo"]) != `{"channel":"telegram","address":{"chatId":"7"}}` {
 		t.Errorf("metadata %s", meta)
+	}
+}
+
+// steerHooks refuses "blocked" and rewrites messages that start with "rw".
+type steerHooks struct{}
+
+func (steerHooks) PrePrompt(_ context.Context, _, _, message string) (string, error) {
+	if message == "blocked" {
+		return "", errors.New("no")
+	}
+	if strings.HasPrefix(message, "rw") {
+		return message + " (rewritten)", nil
+	}
+	return message, nil
+}
+func (steerHooks) PostResponse(_ context.Context, _, _, response string) (string, error) {
+	return response, nil
+}
+func (steerHooks) SessionCreated(context.Context, string, string) {}
+
+// TestSteerRunningOnlyAndHooks: with runningOnly a session that runs
+// nothing refuses the message (before and after its prompt), while the
+// running prompt takes it; steering messages pass the prePrompt hooks when
+// taken: a refused one is left out, a rewritten one is recorded rewritten.
+func TestSteerRunningOnlyAndHooks(t *testing.T) {
+	e := newEnv(t, wireAnthropic)
+	m, err := NewManager(ManagerConfig{SessionsDir: e.dir, Agents: e.agents, Logger: e.logger, Hooks: steerHooks{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	started, release := make(chan struct{}), make(chan struct{})
+	e.sb.execFn = func(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+		close(started)
+		<-release
+		return sandbox.ExecResult{}, nil
+	}
+	e.srv.Enqueue(
+		llmtest.Text("hello"),
+		llmtest.ToolCalls(
+			llmtest.Call("exec", map[string]any{"command": "sleep 10"}),
+			llmtest.Call("exec", map[string]any{"command": "echo never"}),
+		),
+		llmtest.Text("rewritten seen"),
+	)
+	if _, err := m.Prompt(context.Background(), testAgent, "k4", "hi", nil); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := m.Steer(context.Background(), "", "k4", "not now", true); ok || err != nil {
+		t.Errorf("runningOnly on an idle session = %v, %v", ok, err)
+	}
+	done := make(chan error, 1)
+	var res *Result
+	go func() {
+		var err error
+		res, err = m.Prompt(context.Background(), testAgent, "k4", "work", nil)
+		done <- err
+	}()
+	<-started
+	for _, msg := range []string{"blocked", "rw me"} {
+		if ok, err := m.Steer(context.Background(), testAgent, "k4", msg, true); !ok || err != nil {
+			t.Fatalf("Steer(%q) while running = %v, %v", msg, ok, err)
+		}
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := roles(res.Messages); got != "user assistant toolResult toolResult user assistant" {
+		t.Fatalf("messages %q", got)
+	}
+	if got := res.Messages[4].User.Text(); got != "rw me (rewritten)" {
+		t.Errorf("steering message %q", got)
+	}
+	if r := res.Messages[3].ToolResult; r.Text() != SkippedForSteering {
+		t.Errorf("second call %q", r.Text())
+	}
+	if ok, err := m.Steer(context.Background(), "", "k4", "too late", true); ok || err != nil {
+		t.Errorf("runningOnly after the prompt = %v, %v", ok, err)
+	}
+	if !strings.Contains(e.logs.String(), "refused by a prePrompt hook") {
+		t.Error("the refused steering message is not logged")
 	}
 }

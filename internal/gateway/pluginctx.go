@@ -229,10 +229,9 @@ func (p *pluginContext) SessionUsage(ctx context.Context, agentName, sessionKey 
 
 var _ plugin.Steerer = (*pluginContext)(nil)
 
-// Steer implements plugin.Steerer: the agent manager's Steer, for the
-// agent that has the session.
-func (p *pluginContext) Steer(ctx context.Context, sessionKey, text string) (bool, error) {
-	return p.g.manager.Steer(ctx, "", sessionKey, text)
+// Steer implements plugin.Steerer: the agent manager's Steer.
+func (p *pluginContext) Steer(ctx context.Context, agentName, sessionKey, text string, runningOnly bool) (bool, error) {
+	return p.g.manager.Steer(ctx, agentName, sessionKey, text, runningOnly)
 }
 
 // SessionMetadata implements plugin.MetadataStore.

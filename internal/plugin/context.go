@@ -98,11 +98,12 @@ type CompactionEnd struct {
 // implements it).
 type Steerer interface {
 	// Steer queues text as a user message for the session's running
-	// prompt: it is taken after the running tool call, skipping the
-	// reply's other calls. When no prompt runs it waits for the session's
-	// next prompt. False, and nothing done, when no session exists for
-	// the key.
-	Steer(ctx context.Context, sessionKey, text string) (bool, error)
+	// prompt (of agent; "" means whichever agent has the session): it is
+	// taken after the running tool call, skipping the reply's other calls.
+	// When no prompt runs it waits for the session's next prompt, or, with
+	// runningOnly, is refused (false). False, and nothing done, when no
+	// session exists for the key.
+	Steer(ctx context.Context, agent, sessionKey, text string, runningOnly bool) (bool, error)
 }
 
 // PromptResult is the outcome of a prompt.

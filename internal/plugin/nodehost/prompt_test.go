@@ -18,7 +18,7 @@ type steerContext struct {
 	steers []string // sessionKey + ": " + text
 }
 
-func (c *steerContext) Steer(_ context.Context, key, text string) (bool, error) {
+func (c *steerContext) Steer(_ context.Context, _, key, text string, _ bool) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.steers = append(c.steers, key+": "+text)

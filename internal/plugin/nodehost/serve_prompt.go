@@ -107,7 +107,7 @@ func (p *Plugin) serveSteer(ctx context.Context, pc plugin.PluginContext, raw js
 	if !ok {
 		return nil, errors.New("ctx.steerSession: this gateway cannot steer sessions")
 	}
-	queued, err := st.Steer(ctx, a.SessionKey, a.Text)
+	queued, err := st.Steer(ctx, "", a.SessionKey, a.Text, false)
 	if err != nil {
 		return nil, fmt.Errorf("ctx.steerSession: %w", err)
 	}
