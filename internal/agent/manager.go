@@ -536,7 +536,9 @@ func (m *Manager) Sessions(ctx context.Context, agent string) ([]proto.SessionIn
 }
 
 // Abort cancels the prompt running in the session, if any, and reports
-// whether there was one. Prompts waiting for their turn are not affected.
+// whether there was one. Prompts waiting for their turn are not affected;
+// steering messages not yet taken (Steer) are dropped, as pi's terminal
+// takes them back from the agent when its user aborts.
 func (m *Manager) Abort(agent, sessionKey string) bool {
 	if sessionKey == "" {
 		sessionKey = DefaultSessionKey(agent)
@@ -544,7 +546,16 @@ func (m *Manager) Abort(agent, sessionKey string) bool {
 	m.mu.Lock()
 	s := m.sessions[agent+"\x00"+sessionKey]
 	m.mu.Unlock()
-	return s != nil && s.abort(errAbortRequested)
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	if n := len(s.steer); n > 0 {
+		s.steer = nil
+		m.log.Info("steering messages dropped by an abort", "agent", agent, "session", sessionKey, "dropped", n)
+	}
+	s.mu.Unlock()
+	return s.abort(errAbortRequested)
 }
 
 // Bounds on the steering messages waiting in one session.

@@ -328,3 +328,18 @@ func TestSteerRunningOnlyAndHooks(t *testing.T) {
 		t.Error("the refused steering message is not logged")
 	}
 }
+
+// TestAbortDropsSteering: steering messages not yet taken do not outlive
+// an abort (the user stopped the agent): the next prompt goes alone.
+func TestAbortDropsSteering(t *testing.T) {
+	e := newEnv(t, wireAnthropic)
+	e.srv.Enqueue(llmtest.Text("hello"), llmtest.Text("alone"))
+	e.prompt("hi")
+	if ok, err := e.m.Steer(context.Background(), testAgent, "", "stale", false); !ok || err != nil {
+		t.Fatalf("Steer = %v, %v", ok, err)
+	}
+	e.m.Abort(testAgent, "")
+	if got := roles(e.prompt("next").Messages); got != "user assistant" {
+		t.Errorf("messages %q: the steering message outlived the abort", got)
+	}
+}
