@@ -299,9 +299,6 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 		if ctx.Err() != nil {
 			return r.res, abortError(ctx)
 		}
-		if !steered {
-			pending, steered = r.poll(ctx, false)
-		}
 	}
 }
 
