@@ -66,7 +66,8 @@ func (p *pluginContext) Prompt(ctx context.Context, req plugin.PromptRequest) (*
 		}
 	}
 	if req.ModelOverride != "" {
-		ref, err := p.g.agentModel(req.Agent, req.ModelOverride)
+		provider, modelID, _ := strings.Cut(req.ModelOverride, "/")
+		ref, err := p.g.agentModel(req.Agent, provider, modelID)
 		if err != nil {
 			return nil, err
 		}
@@ -261,7 +262,7 @@ func (a *agentRuntime) models() []config.ModelRef {
 // pinModel pins a session to one of the agent's models; any other model is
 // refused (403).
 func (g *Gateway) pinModel(agentName, sessionKey, provider, modelID string) error {
-	ref, err := g.agentModel(agentName, provider+"/"+modelID)
+	ref, err := g.agentModel(agentName, provider, modelID)
 	if err != nil {
 		return err
 	}
@@ -271,21 +272,21 @@ func (g *Gateway) pinModel(agentName, sessionKey, provider, modelID string) erro
 	return g.settings.Set(sessionKey, modelSetting, ref.String())
 }
 
-// agentModel returns the agent's model named "provider/model": its primary
-// or one of its fallbacks; any other is refused (403), naming the allowed.
-func (g *Gateway) agentModel(agentName, model string) (config.ModelRef, error) {
+// agentModel returns the agent's model provider/modelID: its primary or one
+// of its fallbacks; any other is refused (403), naming the allowed.
+func (g *Gateway) agentModel(agentName, provider, modelID string) (config.ModelRef, error) {
 	a, ok := g.agents[agentName]
 	if !ok {
 		return config.ModelRef{}, proto.Errorf(http.StatusNotFound, "unknown agent %q", agentName)
 	}
 	var names []string
 	for _, ref := range a.models() {
-		if ref.String() == model {
+		if ref.Provider == provider && ref.Model == modelID {
 			return ref, nil
 		}
 		names = append(names, ref.String())
 	}
-	return config.ModelRef{}, proto.Errorf(http.StatusForbidden, "model %s is not one of agent %q's models (%s)", model, agentName, strings.Join(names, ", "))
+	return config.ModelRef{}, proto.Errorf(http.StatusForbidden, "model %s/%s is not one of agent %q's models (%s)", provider, modelID, agentName, strings.Join(names, ", "))
 }
 
 // pinnedModel returns the model a session is pinned to, if it is still one

@@ -70,7 +70,8 @@ type PromptRequest struct {
 	// tool's name and its arguments as the model gave them (a TypeScript
 	// plugin's onToolStart).
 	OnToolCall func(name string, args json.RawMessage)
-	// ModelOverride, if set ("provider/model"), is the only model of this
+	// ModelOverride, if set ("provider/model", the provider up to the first
+	// slash), is the only model of this
 	// prompt (no fallback). It must be the agent's primary or one of its
 	// fallbacks; the session's pinned model is not changed.
 	ModelOverride string
