@@ -70,10 +70,10 @@ type PromptRequest struct {
 	// tool's name and its arguments as the model gave them (a TypeScript
 	// plugin's onToolStart).
 	OnToolCall func(name string, args json.RawMessage)
-	// ModelOverride, if set ("provider/model", the provider up to the first
-	// slash), is the only model of this
-	// prompt (no fallback). It must be the agent's primary or one of its
-	// fallbacks; the session's pinned model is not changed.
+	// ModelOverride, if set ("provider/model", the provider up to the
+	// first slash), is the only model of this prompt (no fallback). It must
+	// be the agent's primary or one of its fallbacks; the session's pinned
+	// model is not changed.
 	ModelOverride string
 	// ReplyTo, if set, is where the session's replies go (the original's
 	// ReplyTarget, a JSON object), kept in the session's metadata as
