@@ -13,6 +13,7 @@ import (
 
 	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/llm/llmtest"
+	"github.com/beige-dev/beige/internal/plugin"
 )
 
 // TestTypeScriptSteerSession: a TypeScript plugin's ctx.steerSession, sent
@@ -192,5 +193,29 @@ export function createPlugin(config: Record<string, unknown>, ctx: any) {
 	var stored bytes.Buffer
 	if json.Compact(&stored, meta["_replyTo"]); stored.String() != `{"channel":"telegram","address":{"chatId":"5"}}` {
 		t.Errorf("session map metadata %s", meta)
+	}
+}
+
+// TestPromptModelOverrideHasNoFallback: a prompt with a model override
+// that fails fails, instead of falling back to the agent's other models.
+func TestPromptModelOverrideHasNoFallback(t *testing.T) {
+	a := llmtest.NewAnthropic(t)
+	g := startGatewayWith(t, gatewaySetup{
+		names:     []string{"nofallback"},
+		providers: fmt.Sprintf(`pa: { api: "anthropic-messages", baseUrl: %q, apiKey: "ka" }`, a.URL()),
+		model:     "{ provider: 'pa', model: 'model-a' }",
+		extra:     map[string]string{"nofallback": "fallbackModels: [{ provider: 'pa', model: 'model-b' }]"},
+	})
+	a.Enqueue(llmtest.Error(400, `{"type":"error","error":{"type":"invalid_request_error","message":"no such model"}}`, nil), llmtest.Text("from a"))
+	pc := &pluginContext{g: g.Gateway, running: map[string]int{}}
+	_, err := pc.Prompt(context.Background(), plugin.PromptRequest{Agent: g.agents[0], SessionKey: "api:nf", Message: "hi", ModelOverride: "pa/model-b"})
+	if err == nil {
+		t.Fatal("the failed override fell back")
+	}
+	if n := a.Count(); n != 1 || a.Request(0).Model() != "model-b" {
+		t.Errorf("%d requests (first to %q), want 1 to model-b", n, a.Request(0).Model())
+	}
+	if got := g.promptOK(t, "api:nf", "again"); got != "from a" {
+		t.Errorf("the next prompt: %q", got)
 	}
 }
