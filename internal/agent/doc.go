@@ -16,5 +16,6 @@
 // [Manager] owns the sessions of every agent: one prompt at a time per
 // session (a second prompt waits, first come first served), many sessions
 // at once, each persisted in pi's session file format (version 3) and
-// resumed after a restart.
+// resumed after a restart. [Manager.Steer] hands a user message to a
+// session's running prompt, as pi's steer does.
 package agent

@@ -89,6 +89,7 @@ type env struct {
 	prov   llm.Provider
 	logs   *testutil.SyncBuffer
 	logger *slog.Logger
+	audit  string // the audit log's file
 
 	mu    sync.Mutex
 	setup AgentSetup // Model and Tools are filled in by newEnv
@@ -124,7 +125,8 @@ func newEnv(t *testing.T, w wireKind) *env {
 		t.Fatal(err)
 	}
 	e.prov = p
-	al, err := audit.Open(filepath.Join(t.TempDir(), "audit.jsonl"), nil)
+	e.audit = filepath.Join(t.TempDir(), "audit.jsonl")
+	al, err := audit.Open(e.audit, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,9 +41,34 @@ type PromptOptions struct {
 	// message, each assistant reply, each tool result), after it was
 	// recorded.
 	OnMessage func(llm.Message)
+	// OnCompactionStart is called when the session's older turns are about
+	// to be summarised before a model call of this prompt (automatic
+	// compaction); OnCompactionEnd when that ended.
+	OnCompactionStart func()
+	OnCompactionEnd   func(CompactionOutcome)
 	// Channel, if set, is the session's channel (a plugin channel's
 	// name) instead of the session key's first part.
 	Channel string
+	// Model, if set, is the model of this prompt (its model calls and its
+	// compaction) instead of the agent's (AgentSetup.Model).
+	Model Model
+	// ReplyTo, if set, is stored in the session's metadata as "_replyTo"
+	// (where the original Beige kept a session's reply target) when the
+	// prompt starts.
+	ReplyTo json.RawMessage
+}
+
+// CompactionOutcome is what an automatic compaction did, for
+// PromptOptions.OnCompactionEnd (the original's onAutoCompactionEnd).
+type CompactionOutcome struct {
+	Success bool
+	// TokensBefore is the estimated context size before; 0 on failure.
+	TokensBefore int
+	// WillRetry is always false: beige compacts before a model call, never
+	// as a retry of a call the context overflowed.
+	WillRetry bool
+	// ErrorMessage says why it failed.
+	ErrorMessage string
 }
 
 // Result is the outcome of one prompt.
@@ -99,9 +124,21 @@ type Loop struct {
 	// turns summarised) and what it did, or nil when it did nothing. An
 	// error ends the prompt. See Compactor.
 	Compact func(ctx context.Context, msgs []llm.Message) ([]llm.Message, *Compaction, error)
+	// Steering, if set, is polled for a user message sent while the prompt
+	// runs (Manager.Steer), one at a time: at the start, after each tool
+	// call and after a reply that calls no tools — the last poll (last is
+	// true) unless it gives a message. A message polled after a tool call
+	// skips the reply's remaining calls (each gets the result
+	// SkippedForSteering); the message is recorded and the model called
+	// again, as pi does.
+	Steering func(last bool) (llm.Message, bool)
 	// Logger may be nil.
 	Logger *slog.Logger
 }
+
+// SkippedForSteering is the result of a tool call that was not run
+// because the user sent a new message meanwhile (pi's wording).
+const SkippedForSteering = "Skipped due to queued user message."
 
 // Run runs one prompt: history is the conversation so far (not modified),
 // input the new user message. The Result is never nil, even with an error,
@@ -181,7 +218,14 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 	if maxCalls <= 0 {
 		maxCalls = DefaultMaxModelCalls
 	}
+	pending, steered := r.poll(ctx, false)
 	for {
+		if steered {
+			if err := r.add(pending); err != nil {
+				return r.res, err
+			}
+			steered = false
+		}
 		if r.l.Compact != nil {
 			out, c, err := r.l.Compact(ctx, r.msgs)
 			if err != nil {
@@ -217,6 +261,9 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 
 		calls := msg.ToolCalls()
 		if len(calls) == 0 {
+			if pending, steered = r.poll(ctx, true); steered {
+				continue
+			}
 			return r.res, nil
 		}
 		if r.res.ModelCalls >= maxCalls {
@@ -242,11 +289,26 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			if err := r.runTool(ctx, tc, msg.Model); err != nil {
 				return r.res, err
 			}
+			if pending, steered = r.poll(ctx, false); steered {
+				if err := r.skip(calls[i+1:], SkippedForSteering); err != nil {
+					return r.res, err
+				}
+				break
+			}
 		}
 		if ctx.Err() != nil {
 			return r.res, abortError(ctx)
 		}
 	}
+}
+
+// poll takes the next steering message, if any; none once the prompt was
+// aborted, so that a message is never taken and then dropped.
+func (r *run) poll(ctx context.Context, last bool) (llm.Message, bool) {
+	if r.l.Steering == nil || ctx.Err() != nil {
+		return llm.Message{}, false
+	}
+	return r.l.Steering(last)
 }
 
 // callModel streams one reply. It always returns a message: one the Model

@@ -181,6 +181,21 @@ func checkKey(key string) error {
 	return nil
 }
 
+// MaxMessageBytes bounds a user message (a prompt or a steering message):
+// more than any model's context window holds as text.
+const MaxMessageBytes = 4 << 20
+
+// checkMessage refuses an empty or oversized user message.
+func checkMessage(message string) error {
+	if len(message) > MaxMessageBytes {
+		return proto.Errorf(http.StatusRequestEntityTooLarge, "message too long (%d bytes, at most %d)", len(message), MaxMessageBytes)
+	}
+	if strings.TrimSpace(message) == "" {
+		return proto.Errorf(http.StatusBadRequest, "message is empty")
+	}
+	return nil
+}
+
 // session returns the session of agent and key, creating it.
 func (m *Manager) session(agent, key string) *session {
 	m.mu.Lock()
@@ -203,8 +218,8 @@ func (m *Manager) session(agent, key string) *session {
 // the prompt did not start; otherwise it holds what happened, even with an
 // error.
 func (m *Manager) Prompt(ctx context.Context, agent, sessionKey, message string, opts *PromptOptions) (*Result, error) {
-	if strings.TrimSpace(message) == "" {
-		return nil, proto.Errorf(http.StatusBadRequest, "message is empty")
+	if err := checkMessage(message); err != nil {
+		return nil, err
 	}
 	if sessionKey == "" {
 		sessionKey = DefaultSessionKey(agent)
@@ -257,15 +272,30 @@ func (m *Manager) prompt(pctx context.Context, agent, sessionKey, message string
 			return nil, err
 		}
 	}
+	if opts != nil && opts.ReplyTo != nil {
+		if err := m.SetSessionMetadata(sessionKey, replyToKey, opts.ReplyTo); err != nil {
+			m.log.Warn("reply target of the prompt not stored", "agent", agent, "session", sessionKey, "err", err)
+		}
+	}
 	system := m.systemPrompt(agent, sc.Channel, setup)
 	var defs []llm.Tool
 	if setup.Tools != nil {
 		defs = setup.Tools.Definitions()
 	}
-	comp := &Compactor{Model: setup.Model, Threshold: setup.CompactionThreshold}
+	model := setup.Model
+	if opts != nil && opts.Model != nil {
+		model = opts.Model
+	}
+	comp := &Compactor{Model: model, Threshold: setup.CompactionThreshold}
+	var notify *compactNotify
+	if opts != nil && (opts.OnCompactionStart != nil || opts.OnCompactionEnd != nil) {
+		notify = &compactNotify{start: opts.OnCompactionStart, end: opts.OnCompactionEnd}
+	}
+	s := m.session(agent, sessionKey)
 	loop := &Loop{
-		Model: setup.Model, Tools: setup.Tools, SystemPrompt: system, Session: sc,
+		Model: model, Tools: setup.Tools, SystemPrompt: system, Session: sc,
 		MaxModelCalls: setup.MaxModelCalls,
+		Steering:      m.steering(pctx, s, agent, sessionKey),
 		Record:        conv.appendMessage,
 		Compact: func(ctx context.Context, msgs []llm.Message) ([]llm.Message, *Compaction, error) {
 			if len(msgs) != len(conv.msgs) {
@@ -273,7 +303,7 @@ func (m *Manager) prompt(pctx context.Context, agent, sessionKey, message string
 				m.log.Error("agent: loop and session out of step; compaction skipped", "agent", agent, "session", sessionKey)
 				return msgs, nil, nil
 			}
-			c, err := conv.compact(ctx, comp, system, defs, false)
+			c, err := conv.compact(ctx, comp, system, defs, false, notify)
 			if c == nil || err != nil {
 				return msgs, nil, err
 			}
@@ -283,6 +313,9 @@ func (m *Manager) prompt(pctx context.Context, agent, sessionKey, message string
 	}
 	start := time.Now()
 	res, err := loop.Run(pctx, conv.messages(), llm.UserText(message), opts)
+	s.mu.Lock()
+	s.steerable = false // an abort or a failure does not poll again
+	s.mu.Unlock()
 	m.log.Info("prompt", "agent", agent, "session", sessionKey, "duration", time.Since(start),
 		"modelCalls", res.ModelCalls, "stopReason", res.StopReason, "err", err)
 	if err == nil && m.hooks != nil {
@@ -332,7 +365,7 @@ func (m *Manager) begin(ctx context.Context, s *session, cancel context.CancelCa
 		conv.close() // NewSession came first
 		conv = s.conv
 	}
-	s.busy, s.cancel = conv, cancel
+	s.busy, s.cancel, s.steerable = conv, cancel, true
 	s.mu.Unlock()
 	if m.closed.Load() {
 		cancel(ErrClosed)
@@ -345,7 +378,7 @@ func (m *Manager) begin(ctx context.Context, s *session, cancel context.CancelCa
 func (m *Manager) end(s *session, conv *conversation) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.busy, s.cancel = nil, nil
+	s.busy, s.cancel, s.steerable = nil, nil, false
 	if s.conv != conv {
 		if err := conv.close(); err != nil {
 			m.log.Warn("close session file", "file", conv.path, "err", err)
@@ -439,6 +472,7 @@ func (m *Manager) NewSession(ctx context.Context, agent, sessionKey string) erro
 	s.mu.Lock()
 	old := s.conv
 	s.conv = conv
+	s.steer = nil // meant for the old session
 	if old != nil && old != s.busy {
 		old.close()
 	}
@@ -459,7 +493,7 @@ func (m *Manager) Compact(ctx context.Context, agent, sessionKey string) (*Compa
 	var c *Compaction
 	err := m.withTurn(ctx, agent, sessionKey, func(pctx context.Context, setup *AgentSetup, conv *conversation) (err error) {
 		comp := &Compactor{Model: setup.Model, Threshold: setup.CompactionThreshold}
-		c, err = conv.compact(pctx, comp, "", nil, true)
+		c, err = conv.compact(pctx, comp, "", nil, true, nil)
 		return err
 	})
 	return c, err
@@ -502,7 +536,9 @@ func (m *Manager) Sessions(ctx context.Context, agent string) ([]proto.SessionIn
 }
 
 // Abort cancels the prompt running in the session, if any, and reports
-// whether there was one. Prompts waiting for their turn are not affected.
+// whether there was one. Prompts waiting for their turn are not affected;
+// steering messages not yet taken (Steer) are dropped, as pi's terminal
+// takes them back from the agent when its user aborts.
 func (m *Manager) Abort(agent, sessionKey string) bool {
 	if sessionKey == "" {
 		sessionKey = DefaultSessionKey(agent)
@@ -510,7 +546,131 @@ func (m *Manager) Abort(agent, sessionKey string) bool {
 	m.mu.Lock()
 	s := m.sessions[agent+"\x00"+sessionKey]
 	m.mu.Unlock()
-	return s != nil && s.abort(errAbortRequested)
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	if n := len(s.steer); n > 0 {
+		s.steer = nil
+		m.log.Info("steering messages dropped by an abort", "agent", agent, "session", sessionKey, "dropped", n)
+	}
+	s.mu.Unlock()
+	return s.abort(errAbortRequested)
+}
+
+// Bounds on the steering messages waiting in one session.
+const (
+	maxSteerQueue      = 32
+	maxSteerQueueBytes = MaxMessageBytes
+)
+
+// Steer queues message for the session sessionKey of agent ("" means the
+// agent whose prompt runs under the key, else the one the session map
+// names for it), as pi's steer does (the original Beige's steerSession):
+// the running prompt takes it after its current tool call finishes, skips
+// the reply's remaining calls (each gets the result SkippedForSteering),
+// records it as a user message and calls the model again; several are taken
+// one at a time, in order. The prePrompt hooks see it when it is taken and
+// may rewrite or refuse it (a refused one is left out, logged).
+//
+// When no prompt runs, the message waits, as in pi, and the next prompt of
+// the session takes it right after its own message (NewSession drops the
+// waiting ones); with runningOnly it is refused instead (false): true then
+// means the running prompt will take it. It reports false, and does
+// nothing, when no such session exists. The message is checked like a
+// prompt's (empty, MaxMessageBytes).
+func (m *Manager) Steer(ctx context.Context, agent, sessionKey, message string, runningOnly bool) (bool, error) {
+	if m.closed.Load() {
+		return false, ErrClosed
+	}
+	if sessionKey == "" {
+		if agent == "" {
+			return false, proto.Errorf(http.StatusBadRequest, "session key is empty")
+		}
+		sessionKey = DefaultSessionKey(agent)
+	}
+	if err := checkKey(sessionKey); err != nil {
+		return false, err
+	}
+	if err := checkMessage(message); err != nil {
+		return false, err
+	}
+	agent = m.steeredAgent(agent, sessionKey)
+	if agent == "" {
+		return false, nil
+	}
+	s := m.session(agent, sessionKey)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if runningOnly && !s.steerable {
+		return false, nil
+	}
+	size := len(message)
+	for _, q := range s.steer {
+		size += len(q)
+	}
+	if len(s.steer) >= maxSteerQueue || size > maxSteerQueueBytes {
+		return false, proto.Errorf(http.StatusTooManyRequests, "too many steering messages wait in session %q (at most %d, %d bytes)", sessionKey, maxSteerQueue, maxSteerQueueBytes)
+	}
+	s.steer = append(s.steer, message)
+	m.log.Info("steering message queued", "agent", agent, "session", sessionKey, "running", s.busy != nil, "queued", len(s.steer))
+	return true, nil
+}
+
+// steering is the Loop's Steering of a prompt in session s: its queued
+// messages, each through the prePrompt hooks.
+func (m *Manager) steering(ctx context.Context, s *session, agent, sessionKey string) func(bool) (llm.Message, bool) {
+	return func(last bool) (llm.Message, bool) {
+		for {
+			text, ok := s.takeSteering(last)
+			if !ok {
+				return llm.Message{}, false
+			}
+			if m.hooks != nil {
+				var err error
+				if text, err = m.hooks.PrePrompt(ctx, agent, sessionKey, text); err == nil {
+					err = checkMessage(text)
+				}
+				if err != nil {
+					m.log.Warn("steering message refused by a prePrompt hook; left out", "agent", agent, "session", sessionKey, "err", err)
+					continue
+				}
+			}
+			return llm.UserText(text), true
+		}
+	}
+}
+
+// steeredAgent returns the agent of the session a steering message is for:
+// the one given, if it has the session; else the agent whose prompt runs
+// under the key, else the one the session map names; "" for none.
+func (m *Manager) steeredAgent(agent, key string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	running := ""
+	for _, s := range m.sessions {
+		if s.key != key || (agent != "" && s.agent != agent) {
+			continue
+		}
+		s.mu.Lock()
+		busy := s.busy != nil
+		s.mu.Unlock()
+		if busy && (running == "" || s.agent < running) {
+			running = s.agent
+		}
+	}
+	if running != "" {
+		return running
+	}
+	e, ok := m.index[key]
+	if !ok {
+		m.mergeDiskLocked()
+		e, ok = m.index[key]
+	}
+	if ok && (agent == "" || e.AgentName == agent) {
+		return e.AgentName
+	}
+	return ""
 }
 
 // Dispose drops the session's conversation from memory, so that the next

@@ -90,3 +90,7 @@ func (m *Manager) SetSessionMetadata(sessionKey, name string, value json.RawMess
 	}
 	return nil
 }
+
+// replyToKey is the metadata key of a session's reply target
+// (PromptOptions.ReplyTo), as the original Beige names it.
+const replyToKey = "_replyTo"

@@ -233,7 +233,7 @@ func (c *conversation) close() error {
 // compactor's threshold (or always, with force), and persists it. A failed
 // summary is logged and leaves the context as it is; only a cancelled ctx
 // or a failed write is an error.
-func (c *conversation) compact(ctx context.Context, comp *Compactor, system string, tools []llm.Tool, force bool) (*Compaction, error) {
+func (c *conversation) compact(ctx context.Context, comp *Compactor, system string, tools []llm.Tool, force bool, notify *compactNotify) (*Compaction, error) {
 	tokens := EstimateTokens(system, tools, c.msgs, c.compactedAt)
 	cut := comp.Plan(c.msgs, tokens, force)
 	if cut == 0 {
@@ -241,21 +241,45 @@ func (c *conversation) compact(ctx context.Context, comp *Compactor, system stri
 	}
 	c.log.Info("compacting session", "file", c.path, "tokens", tokens, "limit", comp.Limit(),
 		"messages", len(c.msgs), "summarised", cut)
+	notify.started()
 	summary, usage, err := comp.Summarize(ctx, c.msgs[:cut])
 	if err != nil {
 		if ctx.Err() != nil {
+			notify.ended(CompactionOutcome{ErrorMessage: "the prompt was aborted"})
 			return nil, ctx.Err()
 		}
 		c.log.Warn("compaction failed; going on without it", "file", c.path, "err", err)
+		notify.ended(CompactionOutcome{ErrorMessage: err.Error()})
 		if force {
 			return nil, err
 		}
 		return nil, nil
 	}
 	if err := c.appendCompaction(summary, cut, tokens); err != nil {
+		notify.ended(CompactionOutcome{ErrorMessage: "the compaction could not be saved"})
 		return nil, fmt.Errorf("persist compaction: %w", err)
 	}
+	notify.ended(CompactionOutcome{Success: true, TokensBefore: tokens})
 	return &Compaction{Summary: summary, Cut: cut, TokensBefore: tokens, Usage: usage}, nil
+}
+
+// compactNotify tells a prompt's observers about an automatic compaction;
+// a nil one tells no one.
+type compactNotify struct {
+	start func()
+	end   func(CompactionOutcome)
+}
+
+func (n *compactNotify) started() {
+	if n != nil && n.start != nil {
+		n.start()
+	}
+}
+
+func (n *compactNotify) ended(o CompactionOutcome) {
+	if n != nil && n.end != nil {
+		n.end(o)
+	}
 }
 
 // session is one session key of one agent: its conversation, and the turn
@@ -268,6 +292,27 @@ type session struct {
 	conv   *conversation // nil until loaded
 	busy   *conversation // the conversation the running prompt uses
 	cancel context.CancelCauseFunc
+	steer  []string // Manager.Steer's messages not yet taken, oldest first
+	// steerable says the running prompt will still poll for steering
+	// messages (Manager.Steer with runningOnly).
+	steerable bool
+}
+
+// takeSteering takes the oldest steering message. When there is none and
+// last is set, the running prompt takes no more.
+func (s *session) takeSteering(last bool) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.steer) == 0 {
+		if last {
+			s.steerable = false
+		}
+		return "", false
+	}
+	text := s.steer[0]
+	s.steer[0] = ""
+	s.steer = s.steer[1:]
+	return text, true
 }
 
 // abort cancels the running prompt, if any.

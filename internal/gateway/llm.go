@@ -116,16 +116,26 @@ func (rc *routeCall) stream(ctx context.Context, cands []routing.Candidate, c ll
 type routedModel struct {
 	g     *Gateway
 	agent *agentRuntime
+	// override, if set, is the only model (a plugin prompt's
+	// modelOverride): no fallback, the session's pin not consulted.
+	override *config.ModelRef
 }
 
 var _ agent.Model = (*routedModel)(nil)
 
-func (m *routedModel) Info() llm.Model { return m.g.modelInfo(m.agent.cfg.Model) }
+func (m *routedModel) Info() llm.Model {
+	if m.override != nil {
+		return m.g.modelInfo(*m.override)
+	}
+	return m.g.modelInfo(m.agent.cfg.Model)
+}
 
 func (m *routedModel) Stream(ctx context.Context, c llm.Context, emit func(llm.Event)) (*llm.AssistantMessage, error) {
 	session, _ := agent.SessionFromContext(ctx)
 	cands := m.g.candidates(m.agent)
-	if pinned := m.g.pinnedModel(m.agent, session.SessionKey); pinned != nil {
+	if m.override != nil {
+		cands = []routing.Candidate{m.g.candidate(*m.override)}
+	} else if pinned := m.g.pinnedModel(m.agent, session.SessionKey); pinned != nil {
 		cands = []routing.Candidate{m.g.candidate(*pinned)} // the user chose it: no fallback
 	}
 	if level := m.g.sessionThinking(session.SessionKey); level != "" { // the session's choice (web console)

@@ -59,7 +59,20 @@ func (p *pluginContext) Prompt(ctx context.Context, req plugin.PromptRequest) (*
 		}
 		p.mu.Unlock()
 	}()
-	opts := &agent.PromptOptions{OnEvent: req.OnEvent, Channel: req.Channel}
+	opts := &agent.PromptOptions{OnEvent: req.OnEvent, Channel: req.Channel, ReplyTo: req.ReplyTo, OnCompactionStart: req.OnCompactionStart}
+	if req.OnCompactionEnd != nil {
+		opts.OnCompactionEnd = func(o agent.CompactionOutcome) {
+			req.OnCompactionEnd(plugin.CompactionEnd{Success: o.Success, TokensBefore: o.TokensBefore, WillRetry: o.WillRetry, ErrorMessage: o.ErrorMessage})
+		}
+	}
+	if req.ModelOverride != "" {
+		provider, modelID, _ := strings.Cut(req.ModelOverride, "/")
+		ref, err := p.g.agentModel(req.Agent, provider, modelID)
+		if err != nil {
+			return nil, err
+		}
+		opts.Model = &routedModel{g: p.g, agent: p.g.agents[req.Agent], override: &ref}
+	}
 	if req.OnToolStart != nil || req.OnToolCall != nil {
 		opts.OnToolStart = func(name string, args json.RawMessage) {
 			if req.OnToolStart != nil {
@@ -215,6 +228,13 @@ func (p *pluginContext) SessionUsage(ctx context.Context, agentName, sessionKey 
 	return llm.Usage{}, false, nil
 }
 
+var _ plugin.Steerer = (*pluginContext)(nil)
+
+// Steer implements plugin.Steerer: the agent manager's Steer.
+func (p *pluginContext) Steer(ctx context.Context, agentName, sessionKey, text string, runningOnly bool) (bool, error) {
+	return p.g.manager.Steer(ctx, agentName, sessionKey, text, runningOnly)
+}
+
 // SessionMetadata implements plugin.MetadataStore.
 func (p *pluginContext) SessionMetadata(sessionKey string) (map[string]json.RawMessage, bool) {
 	return p.g.manager.SessionMetadata(sessionKey)
@@ -242,23 +262,31 @@ func (a *agentRuntime) models() []config.ModelRef {
 // pinModel pins a session to one of the agent's models; any other model is
 // refused (403).
 func (g *Gateway) pinModel(agentName, sessionKey, provider, modelID string) error {
+	ref, err := g.agentModel(agentName, provider, modelID)
+	if err != nil {
+		return err
+	}
+	if sessionKey == "" {
+		sessionKey = agent.DefaultSessionKey(agentName)
+	}
+	return g.settings.Set(sessionKey, modelSetting, ref.String())
+}
+
+// agentModel returns the agent's model provider/modelID: its primary or one
+// of its fallbacks; any other is refused (403), naming the allowed.
+func (g *Gateway) agentModel(agentName, provider, modelID string) (config.ModelRef, error) {
 	a, ok := g.agents[agentName]
 	if !ok {
-		return proto.Errorf(http.StatusNotFound, "unknown agent %q", agentName)
-	}
-	for _, ref := range a.models() {
-		if ref.Provider == provider && ref.Model == modelID {
-			if sessionKey == "" {
-				sessionKey = agent.DefaultSessionKey(agentName)
-			}
-			return g.settings.Set(sessionKey, modelSetting, ref.String())
-		}
+		return config.ModelRef{}, proto.Errorf(http.StatusNotFound, "unknown agent %q", agentName)
 	}
 	var names []string
 	for _, ref := range a.models() {
+		if ref.Provider == provider && ref.Model == modelID {
+			return ref, nil
+		}
 		names = append(names, ref.String())
 	}
-	return proto.Errorf(http.StatusForbidden, "model %s/%s is not one of agent %q's models (%s)", provider, modelID, agentName, strings.Join(names, ", "))
+	return config.ModelRef{}, proto.Errorf(http.StatusForbidden, "model %s/%s is not one of agent %q's models (%s)", provider, modelID, agentName, strings.Join(names, ", "))
 }
 
 // pinnedModel returns the model a session is pinned to, if it is still one

@@ -70,6 +70,41 @@ type PromptRequest struct {
 	// tool's name and its arguments as the model gave them (a TypeScript
 	// plugin's onToolStart).
 	OnToolCall func(name string, args json.RawMessage)
+	// ModelOverride, if set ("provider/model", the provider up to the
+	// first slash), is the only model of this prompt (no fallback). It must
+	// be the agent's primary or one of its fallbacks; the session's pinned
+	// model is not changed.
+	ModelOverride string
+	// ReplyTo, if set, is where the session's replies go (the original's
+	// ReplyTarget, a JSON object), kept in the session's metadata as
+	// "_replyTo".
+	ReplyTo json.RawMessage
+	// OnCompactionStart and OnCompactionEnd, if set, are told when the
+	// session's older turns are summarised during this prompt.
+	OnCompactionStart func()
+	OnCompactionEnd   func(CompactionEnd)
+}
+
+// CompactionEnd is how an automatic compaction ended (the original's
+// onAutoCompactionEnd argument).
+type CompactionEnd struct {
+	Success      bool
+	TokensBefore int // 0 on failure
+	WillRetry    bool
+	ErrorMessage string
+}
+
+// Steerer is the optional part of a PluginContext that steers a session's
+// running prompt (the original's ctx.steerSession; the gateway's
+// implements it).
+type Steerer interface {
+	// Steer queues text as a user message for the session's running
+	// prompt (of agent; "" means whichever agent has the session): it is
+	// taken after the running tool call, skipping the reply's other calls.
+	// When no prompt runs it waits for the session's next prompt, or, with
+	// runningOnly, is refused (false). False, and nothing done, when no
+	// session exists for the key.
+	Steer(ctx context.Context, agent, sessionKey, text string, runningOnly bool) (bool, error)
 }
 
 // PromptResult is the outcome of a prompt.

@@ -434,7 +434,50 @@ func (r *run) dispatch(in inbound) {
 		r.enqueueCommand(t, in.UpdateID, func(ctx context.Context) string { return r.command(ctx, t, name, args) })
 		return
 	}
+	if r.steer(t, in) {
+		return
+	}
 	r.enqueuePrompt(t, in)
+}
+
+// steer hands a message for a session whose prompt runs, with no other
+// message waiting before it, to that prompt (plugin.Steerer), as the
+// original's telegram plugin does: it is taken after the running tool
+// call, whose remaining calls are skipped, and the prompt's answer answers
+// it too. It reports whether it did; otherwise the message waits its turn.
+// A steered message gets the receipt reaction only: the prompt it joined
+// owns the answer and the done reaction.
+func (r *run) steer(t target, in inbound) bool {
+	st, ok := r.pc.(plugin.Steerer)
+	if !ok {
+		return false
+	}
+	r.mu.Lock()
+	running := r.turns[t.key] != nil
+	q := r.queues[t.key]
+	waiting := q != nil && len(q.prompts) > 0
+	r.mu.Unlock()
+	if !running || waiting {
+		return false
+	}
+	// runningOnly: if the prompt ends before it would take the message,
+	// the message is refused and waits its turn instead.
+	ok, err := st.Steer(r.ctx, t.agent, t.key, in.Text, true)
+	if err != nil {
+		r.log.Warn("telegram: the message could not steer the running prompt; it waits its turn", "session", t.key, "error", r.redactSecrets(err.Error()))
+		return false
+	}
+	if !ok {
+		return false
+	}
+	r.log.Info("telegram: message steers the running prompt", "agent", t.agent, "session", t.key)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.react(r.ctx, t, in.MsgID, reactionSeen)
+	}()
+	r.store.done(in.UpdateID)
+	return true
 }
 
 func hasMedia(m *models.Message) bool {

@@ -75,6 +75,27 @@ const tools = new Map();
 const hooks = new Map();
 let channelAdapter = null;
 
+// The PromptOpts of prompt/promptStreaming beyond channel and the streaming
+// and tool callbacks: a model for this prompt only, the session's reply
+// target, and whether the plugin listens for automatic compaction.
+function promptExtras(opts) {
+  const out = { compaction: typeof opts?.onAutoCompactionStart === "function" || typeof opts?.onAutoCompactionEnd === "function" };
+  const m = opts?.modelOverride;
+  if (m) out.modelOverride = { provider: String(m.provider ?? ""), model: String(m.model ?? "") };
+  if (opts?.replyTo !== undefined && opts?.replyTo !== null) out.replyTo = opts.replyTo;
+  return out;
+}
+
+function compactionEvent(opts, ev) {
+  if (ev.kind === "compactionStart" && typeof opts?.onAutoCompactionStart === "function") opts.onAutoCompactionStart();
+  else if (ev.kind === "compactionEnd" && typeof opts?.onAutoCompactionEnd === "function") {
+    const r = { success: !!ev.success, willRetry: !!ev.willRetry };
+    if (typeof ev.tokensBefore === "number") r.tokensBefore = ev.tokensBefore;
+    if (ev.errorMessage !== undefined) r.errorMessage = String(ev.errorMessage);
+    opts.onAutoCompactionEnd(r);
+  }
+}
+
 function makeContext(init) {
   const frozen = (v) => Object.freeze(structuredClone(v));
   return {
@@ -87,14 +108,16 @@ function makeContext(init) {
       error: (m) => log("error", m),
     },
     prompt: (sessionKey, agentName, message, opts) =>
-      asyncCall("prompt", { sessionKey, agentName, message, channel: opts?.channel ?? "", toolStart: typeof opts?.onToolStart === "function" }, (ev) => {
+      asyncCall("prompt", { sessionKey, agentName, message, channel: opts?.channel ?? "", toolStart: typeof opts?.onToolStart === "function", ...promptExtras(opts) }, (ev) => {
         if (ev.kind === "tool") opts.onToolStart(String(ev.name ?? ""), ev.params ?? {});
+        else compactionEvent(opts, ev);
       }),
     promptStreaming: (sessionKey, agentName, message, onDelta, opts) =>
-      asyncCall("prompt", { sessionKey, agentName, message, channel: opts?.channel ?? "", stream: true, toolStart: typeof opts?.onToolStart === "function" }, (ev) => {
+      asyncCall("prompt", { sessionKey, agentName, message, channel: opts?.channel ?? "", stream: true, toolStart: typeof opts?.onToolStart === "function", ...promptExtras(opts) }, (ev) => {
         if (ev.kind === "delta" && typeof onDelta === "function") onDelta(String(ev.delta ?? ""));
         else if (ev.kind === "turn" && typeof opts?.onAssistantTurnStart === "function") opts.onAssistantTurnStart();
         else if (ev.kind === "tool" && typeof opts?.onToolStart === "function") opts.onToolStart(String(ev.name ?? ""), ev.params ?? {});
+        else compactionEvent(opts, ev);
       }),
     newSession: (sessionKey, agentName) => asyncCall("newSession", { sessionKey, agentName }).then(() => undefined),
     abortSession: (sessionKey) => asyncCall("abortSession", { sessionKey }).then(() => undefined),
@@ -111,9 +134,7 @@ function makeContext(init) {
     isSessionActive: (sessionKey) => !!syncCall("isSessionActive", { sessionKey }),
     getRegisteredTools: () => syncCall("getRegisteredTools", {}),
     invokeTool: (toolName, args, sessionContext) => asyncCall("invokeTool", { toolName, args, sessionContext }),
-    // steerSession is not served yet: the gateway answers with a clear
-    // error.
-    steerSession: (sessionKey, text) => asyncCall("steerSession", { sessionKey, text }),
+    steerSession: (sessionKey, text) => asyncCall("steerSession", { sessionKey, text }).then(() => undefined),
     disposeSession: (sessionKey) => asyncCall("disposeSession", { sessionKey }).then(() => undefined),
     // Only the fields of LlmMessage and LlmPromptOpts are sent (pi's
     // UserMessage carries a timestamp, say); the gateway checks the rest.

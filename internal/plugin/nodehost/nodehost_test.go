@@ -397,7 +397,7 @@ func TestContextCalls(t *testing.T) {
 	if !slices.Equal(got.Tools, []string{"ctxy"}) {
 		t.Errorf("getRegisteredTools = %v", got.Tools)
 	}
-	if !got.Verbose || got.Answer != "answer to what is 2+2?" || got.Unsupported != "ctx.steerSession is not supported by beige yet" {
+	if !got.Verbose || got.Answer != "answer to what is 2+2?" || got.Unsupported != "ctx.steerSession: this gateway cannot steer sessions" {
 		t.Errorf("got %+v", got)
 	}
 	if len(pc.prompts) != 1 || pc.prompts[0].Agent != "helper" || pc.prompts[0].SessionKey != "spawn:1" {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/beige-dev/beige/internal/llm"
@@ -43,6 +44,7 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 			Channel    string `json:"channel"`
 			Stream     bool   `json:"stream"`
 			ToolStart  bool   `json:"toolStart"`
+			promptExtras
 		}
 		if err := args(&a); err != nil {
 			return nil, err
@@ -51,6 +53,9 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 			return nil, fmt.Errorf("ctx.prompt: unknown agent %q", a.AgentName)
 		}
 		req := plugin.PromptRequest{Agent: a.AgentName, SessionKey: a.SessionKey, Message: a.Message, Channel: p.channelName()}
+		if err := a.apply(&req, notify); err != nil {
+			return nil, err
+		}
 		if a.Stream && notify != nil {
 			// promptStreaming: text deltas, and the start of each assistant
 			// turn (onAssistantTurnStart), as events of this call.
@@ -98,7 +103,11 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 		if err := args(&a); err != nil {
 			return nil, err
 		}
-		return pc.Settings(a.SessionKey, nil), nil
+		out := maps.Clone(pc.Settings(a.SessionKey, nil))
+		if rt, ok := p.metadata(pc, a.SessionKey)[replyToKey]; ok {
+			out["replyTo"] = rt // kept in the session's metadata, as the original keeps it
+		}
+		return out, nil
 	case "updateSessionSettings":
 		var a struct {
 			SessionKey string         `json:"sessionKey"`
@@ -108,6 +117,12 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 			return nil, err
 		}
 		for k, v := range a.Update {
+			if k == "replyTo" {
+				if err := p.setReplyTo(pc, a.SessionKey, v); err != nil {
+					return nil, fmt.Errorf("ctx.updateSessionSettings: %w", err)
+				}
+				continue
+			}
 			if err := pc.SetSetting(a.SessionKey, k, v); err != nil {
 				return nil, fmt.Errorf("ctx.updateSessionSettings: %w", err)
 			}
@@ -273,6 +288,9 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 	}
 	if op == "llmPrompt" {
 		return p.serveLLMPrompt(ctx, pc, raw, need)
+	}
+	if op == "steerSession" {
+		return p.serveSteer(ctx, pc, raw, need)
 	}
 	return nil, fmt.Errorf("ctx.%s is not supported by beige yet", op)
 }
