@@ -215,7 +215,10 @@ func hostCommand(ctx context.Context, spec *procSpec) (*exec.Cmd, error) {
 	readOnly := cleanAll(spec.dir, spec.allowRead)
 	if spec.egressSocket != "" {
 		proxy := "http://" + jail.ProxyAddr
-		env = append(env, "HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy, "http_proxy="+proxy, "https_proxy="+proxy, "NO_PROXY=", "NODE_USE_ENV_PROXY=1")
+		env = append(env, "HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy, "http_proxy="+proxy, "https_proxy="+proxy, "NO_PROXY=")
+		if useEnvProxy {
+			env = append(env, "NODE_USE_ENV_PROXY=1")
+		}
 		// With plugins.<p>.egress.credentials the proxy terminates TLS
 		// with the home's CA, whose certificate the gateway writes beside
 		// the socket: Node trusts it in addition to its own roots.
@@ -240,6 +243,12 @@ func hostCommand(ctx context.Context, spec *procSpec) (*exec.Cmd, error) {
 // egressCAFile is the egress CA certificate's name beside a plugin's
 // egress socket (gateway.EgressCAFile).
 const egressCAFile = "egress-ca.pem"
+
+// useEnvProxy sets NODE_USE_ENV_PROXY=1 for a host with egress (a
+// variable for tests: without it Node 22.23 acts as a Node older than
+// 22.21, whose fetch and global agents know no proxy, and host.mjs
+// installs its own agents).
+var useEnvProxy = true
 
 // jailAvailable reports whether hosts can be jailed here (a variable for
 // tests).
