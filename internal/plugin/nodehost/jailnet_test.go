@@ -140,6 +140,13 @@ type egressNet struct {
 	auths map[string]string // path -> the Authorization header upstream saw
 }
 
+func (en *egressNet) saw(path string) bool {
+	en.mu.Lock()
+	defer en.mu.Unlock()
+	_, ok := en.auths[path]
+	return ok
+}
+
 func (en *egressNet) auth(path string) string {
 	en.mu.Lock()
 	defer en.mu.Unlock()
@@ -248,6 +255,19 @@ func netPluginEnv(t *testing.T, node, sock string) plugin.Env {
 // tool's output is a JSON object of strings.
 func runJailedTool(t *testing.T, env plugin.Env, tool string, args []string) map[string]string {
 	t.Helper()
+	out, _ := jailedTool(t, env, tool, args, env.DataDir)
+	got := map[string]string{}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	t.Logf("%v", got)
+	return got
+}
+
+// jailedTool launches the plugin's host and calls its tool once, in a
+// session whose workspace is ws; it returns the output and exit code.
+func jailedTool(t *testing.T, env plugin.Env, tool string, args []string, ws string) (string, int) {
+	t.Helper()
 	pl, err := New(env)
 	if err != nil {
 		t.Fatal(err)
@@ -261,21 +281,19 @@ func runJailedTool(t *testing.T, env plugin.Env, tool string, args []string) map
 	defer cancel()
 	raw, err := pr.call(ctx, "tool", map[string]any{
 		"tool": tool, "args": args, "config": map[string]any{},
-		"session": session{SessionKey: "tui:a1:default", Channel: "tui", AgentName: "a1", WorkspaceDir: env.DataDir},
+		"session": session{SessionKey: "tui:a1:default", Channel: "tui", AgentName: "a1", WorkspaceDir: ws},
 	})
 	if err != nil {
 		t.Fatalf("tool: %v", err)
 	}
-	var res struct{ Output string }
+	var res struct {
+		Output   string
+		ExitCode int
+	}
 	if err := json.Unmarshal(raw, &res); err != nil {
 		t.Fatalf("%s: %v", raw, err)
 	}
-	got := map[string]string{}
-	if err := json.Unmarshal([]byte(res.Output), &got); err != nil {
-		t.Fatalf("%s: %v", res.Output, err)
-	}
-	t.Logf("%v", got)
-	return got
+	return res.Output, res.ExitCode
 }
 
 // TestJailedNodeHTTPThroughEgress: in the jail, node:http and node:https
@@ -361,5 +379,105 @@ func TestJailedNodeHTTPThroughEgress(t *testing.T) {
 				t.Errorf("no record of the WebSocket's tunnel: %s", en.audit)
 			}
 		})
+	}
+}
+
+// TestJailedChildProcessThroughEgress: with allowChildProcess a child of
+// the plugin (node itself, curl, git) inherits the proxy variables and
+// reaches a public host only through the plugin's egress proxy (audited
+// there); there is no other way out.
+func TestJailedChildProcessThroughEgress(t *testing.T) {
+	node := testNode(t)
+	en := startEgressNet(t)
+	env := netPluginEnv(t, node, en.sock)
+	env.AllowChildProcess = true
+	probes := []string{"childNode"}
+	for _, c := range []string{"curl", "git"} {
+		if _, err := os.Stat("/usr/bin/" + c); err == nil {
+			probes = append(probes, "child"+strings.ToUpper(c[:1])+c[1:])
+		} else {
+			t.Logf("no /usr/bin/%s: not tried", c)
+		}
+	}
+	got := runJailedTool(t, env, "net", probes)
+	want := map[string]string{
+		"childNode": "ok plain pub.test/child",
+		"childCurl": "ok plain pub.test/curl",
+		// git asks for the refs; the test server's text is an empty
+		// dumb-HTTP repository.
+		"childGit": "ok ",
+	}
+	for _, k := range probes {
+		if !strings.HasPrefix(got[k], want[k]) {
+			t.Errorf("%s = %q, want %q…", k, got[k], want[k])
+		}
+	}
+	if !en.audit.has("pub.test", http.MethodGet, audit.DecisionAllowed) {
+		t.Errorf("records: %s", en.audit)
+	}
+	if slices.Contains(probes, "childGit") && !en.saw("/repo.git/info/refs") {
+		t.Errorf("git's request never reached the server: %s", en.audit)
+	}
+}
+
+// standInGH is a stand-in for the GitHub CLI: it shows what it was given
+// and calls the "API" with curl, as gh would, through the proxy variables.
+const standInGH = `#!/bin/sh
+echo "gh $*"
+echo "token=$GH_TOKEN"
+echo "cwd=$(pwd)"
+exec curl -sS --max-time 10 http://pub.test/gh-api
+`
+
+// TestToolkitGitHubInJail: the toolkit's github plugin, unmodified, runs
+// jailed with allowChildProcess; its gh (a stand-in the test writes, named
+// by the plugin's binPath and bound in with allowRead) runs in the agent's
+// workspace (allowRead), gets the token as GH_TOKEN and reaches the "API"
+// through the plugin's egress proxy. Without the workspace in allowRead
+// gh cannot start (the folder does not exist in the jail).
+func TestToolkitGitHubInJail(t *testing.T) {
+	node := testNode(t)
+	tk := toolkitDir(t, "github")
+	if _, err := os.Stat("/usr/bin/curl"); err != nil {
+		t.Skip("no /usr/bin/curl for the stand-in gh")
+	}
+	en := startEgressNet(t)
+	env := netPluginEnv(t, node, en.sock) // the jail checks
+	bin, err := os.MkdirTemp("", "jailnet-gh-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(bin) })
+	if err := os.WriteFile(filepath.Join(bin, "gh"), []byte(standInGH), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ws := filepath.Join(t.TempDir(), "workspace")
+	os.MkdirAll(ws, 0o755)
+	man, err := config.ReadManifest(filepath.Join(tk, "github"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Name, env.Dir, env.Manifest = "github", filepath.Join(tk, "github"), man
+	env.Config = map[string]any{"binPath": filepath.Join(bin, "gh"), "token": "ghp_standin"}
+	env.AllowChildProcess = true
+	// The plugin imports ../_shared: the toolkit's shared folder is read too.
+	base := []string{filepath.Join(tk, "_shared"), bin}
+
+	env.AllowRead = append(base, ws)
+	out, code := jailedTool(t, env, "github", []string{"repo", "view", "o/r"}, ws)
+	want := []string{"gh repo view o/r\n", "token=ghp_standin\n", "cwd=" + ws + "\n", "plain pub.test/gh-api"}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("output %q (exit %d) does not say %q", out, code, w)
+		}
+	}
+	if code != 0 || !en.audit.has("pub.test", http.MethodGet, audit.DecisionAllowed) {
+		t.Errorf("exit %d; records: %s", code, en.audit)
+	}
+
+	env.AllowRead = base
+	out, code = jailedTool(t, env, "github", []string{"repo", "view", "o/r"}, ws)
+	if code == 0 || !strings.Contains(out, "Failed to spawn gh") {
+		t.Errorf("without the workspace: %q (exit %d)", out, code)
 	}
 }
