@@ -148,6 +148,12 @@ func (p *Plugin) launch() (*proc, *registration, error) {
 	}
 	if spec.tsx = tsx; tsx != "" {
 		p.log.Info("running the plugin with the tsx in its folder (worker threads allowed for its loader)", "loader", tsx)
+		if p.env.Unconfined {
+			// Node 22 runs a Worker started with execArgv: [] (esbuild's,
+			// any the plugin starts) without the permission model: only
+			// the jail would still hold it.
+			p.log.Warn("plugin " + p.env.Name + " ships tsx and runs unconfined: the worker threads tsx needs run outside Node's permission model, so it can read and write every file of the gateway's user and run programs")
+		}
 	}
 	pr, err := startProc(spec)
 	if err != nil {

@@ -98,6 +98,16 @@ func nodeArgs(n Node, s *procSpec) []string {
 	if s.tsx != "" {
 		// tsx registers its loader on a hooks thread (node:module register).
 		args = append(args, "--allow-worker", "--import", s.tsx)
+		// It looks for the package.json nearest the entry (its "type"),
+		// up to /: existsSync of a path the permission model does not
+		// grant throws instead of answering false. Only those files are
+		// granted (in the jail they do not exist).
+		for d := filepath.Dir(s.dir); ; d = filepath.Dir(d) {
+			args = append(args, "--allow-fs-read="+filepath.Join(d, "package.json"))
+			if d == filepath.Dir(d) {
+				break
+			}
+		}
 	}
 	return append(args, "--input-type=module", "--eval", hostScript)
 }
@@ -201,6 +211,11 @@ func hostCommand(ctx context.Context, spec *procSpec) (*exec.Cmd, error) {
 		"NODE_ENV=production",
 		"LANG=C.UTF-8",
 		"TZ=" + tzName(),
+	}
+	if spec.tsx != "" {
+		// tsx's compile cache is a folder in os.tmpdir(), which the
+		// permission model does not let the host write: compile anew.
+		env = append(env, "TSX_DISABLE_CACHE=1")
 	}
 	if spec.unconfined {
 		cmd := exec.CommandContext(ctx, spec.node.Path, nodeArgs(spec.node, spec)...)
