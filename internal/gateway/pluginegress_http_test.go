@@ -29,6 +29,7 @@ const nodeHTTPPlugin = `
 import http from "node:http";
 import https from "node:https";
 import fs from "node:fs";
+import { spawnSync } from "node:child_process";
 const collect = (req, resolve) => {
   req.setTimeout(10000, () => req.destroy(new Error("timeout")));
   req.on("error", (e) => resolve("fail " + (e.code ? e.code + " " : "") + e.message));
@@ -45,6 +46,9 @@ export function createPlugin(config, ctx) {
         lib: await new Promise((resolve) => { const r = https.request({ hostname: "example.com", path: "/lib", method: "POST" }); collect(r, resolve); r.end("{}"); }),
         refused: await get(http, "http://lo.test/x"),
       };
+      // A child (allowChildProcess) trusts the egress CA through the bundle.
+      const c = spawnSync("curl", ["-sS", "--max-time", "10", "https://example.com/curl"], { encoding: "utf8" });
+      out.curl = c.error ? "fail " + c.error.message : c.status + " " + (c.stdout + c.stderr).trim();
       fs.writeFileSync(ctx.dataDir + "/result.json", JSON.stringify(out));
     },
   };
@@ -91,7 +95,7 @@ func TestPluginNodeHTTPEgress(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "index.js"), []byte(nodeHTTPPlugin), 0o644)
 	g := startGatewayWith(t, gatewaySetup{
 		names: []string{"ag"},
-		plugins: fmt.Sprintf(`net: { path: %q, node: %q, egress: { allow: ["pub.test", "example.com", "lo.test"],
+		plugins: fmt.Sprintf(`net: { path: %q, node: %q, allowChildProcess: true, egress: { allow: ["pub.test", "example.com", "lo.test"],
 			credentials: [{ host: "example.com", header: "Authorization", value: "Bearer ${BEIGE_TEST_PLUGIN_TOKEN}" }] } }`, dir, node),
 		options: func(o *Options) {
 			o.Egress = &egress.Options{
@@ -122,7 +126,10 @@ func TestPluginNodeHTTPEgress(t *testing.T) {
 	if err := json.Unmarshal(data, &got); err != nil {
 		t.Fatalf("the plugin's results %q: %v", data, err)
 	}
-	want := map[string]string{"http": "200 plain pub.test/h", "https": "200 tls example.com/s", "lib": "200 tls example.com/lib"}
+	want := map[string]string{"http": "200 plain pub.test/h", "https": "200 tls example.com/s", "lib": "200 tls example.com/lib", "curl": "0 tls example.com/curl"}
+	if _, err := os.Stat("/usr/bin/curl"); err != nil {
+		delete(want, "curl")
+	}
 	for k, w := range want {
 		if got[k] != w {
 			t.Errorf("%s = %q, want %q", k, got[k], w)
@@ -132,10 +139,17 @@ func TestPluginNodeHTTPEgress(t *testing.T) {
 		t.Errorf("refused = %q, want a 403 that says loopback", got["refused"])
 	}
 	mu.Lock()
-	if auths["/s"] != "Bearer tok-PluginS3cret" || auths["/lib"] != "Bearer tok-PluginS3cret" || auths["/h"] != "" {
+	if auths["/s"] != "Bearer tok-PluginS3cret" || auths["/lib"] != "Bearer tok-PluginS3cret" || auths["/h"] != "" || (want["curl"] != "" && auths["/curl"] != "Bearer tok-PluginS3cret") {
 		t.Errorf("the Authorization headers upstream saw: %v", auths)
 	}
 	mu.Unlock()
+	// The bundle beside the socket: the host's roots, then the CA.
+	sockDir := filepath.Dir(filepath.Join(g.home.SocketsDir(), "_plugins", "net", egress.SocketName))
+	bundle, err := os.ReadFile(filepath.Join(sockDir, PluginCABundleFile))
+	caPEM, _ := os.ReadFile(filepath.Join(sockDir, EgressCAFile))
+	if err != nil || len(caPEM) == 0 || !strings.HasSuffix(string(bundle), string(caPEM)) {
+		t.Errorf("the plugin's CA bundle: %v, %d bytes", err, len(bundle))
+	}
 	nets := netRecords(t, g, 4)
 	seen := map[string]string{}
 	for _, r := range nets {

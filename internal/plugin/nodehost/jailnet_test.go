@@ -22,6 +22,7 @@ import (
 	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/egress"
+	"github.com/beige-dev/beige/internal/egress/trust"
 	"github.com/beige-dev/beige/internal/plugin"
 	"github.com/beige-dev/beige/internal/plugin/jail"
 )
@@ -72,6 +73,8 @@ const probes = {
   ws,
   childNode: () => child([process.execPath, "-e", "require('node:http').get('http://pub.test/child', (r) => { let b = ''; r.on('data', (d) => b += d); r.on('end', () => console.log(b)); }).on('error', (e) => { console.log('fail', e.message); process.exit(1); })"]),
   childCurl: () => child(["curl", "-sS", "--max-time", "10", "http://pub.test/curl"]),
+  childCurlTLS: () => child(["curl", "-sS", "--max-time", "10", "https://example.com/curl"]),
+  childGitTLS: () => child(["git", "ls-remote", "https://example.com/repo.git"]),
   childGit: () => child(["git", "ls-remote", "http://pub.test/repo.git"]),
 };
 export function createPlugin() {
@@ -137,7 +140,7 @@ type egressNet struct {
 	audit *recAuditor
 
 	mu    sync.Mutex
-	auths map[string]string // path -> the Authorization header upstream saw
+	auths map[string]string // "plain /path" or "tls /path" -> the Authorization header upstream saw
 }
 
 func (en *egressNet) saw(path string) bool {
@@ -159,7 +162,7 @@ func startEgressNet(t *testing.T) *egressNet {
 	echo := func(kind string) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			en.mu.Lock()
-			en.auths[r.URL.Path] = r.Header.Get("Authorization")
+			en.auths[kind+" "+r.URL.Path] = r.Header.Get("Authorization")
 			en.mu.Unlock()
 			if r.URL.Path == "/ws" {
 				http.Error(w, "no websocket here", http.StatusBadRequest)
@@ -188,6 +191,10 @@ func startEgressNet(t *testing.T) *egressNet {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	if err := os.WriteFile(filepath.Join(dir, egressCAFile), ca.CertPEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The gateway writes the bundle too (the host's roots and the CA).
+	if _, err := trust.Write(filepath.Join(dir, egressCAFile), filepath.Join(dir, egressBundleFile), trust.SystemBundles); err != nil {
 		t.Fatal(err)
 	}
 	en.sock = filepath.Join(dir, "egress.sock")
@@ -347,13 +354,13 @@ func TestJailedNodeHTTPThroughEgress(t *testing.T) {
 			}
 			// The credentials reached the intercepted host (and its
 			// answer never shows them to the plugin).
-			for _, p := range []string{"/s", "/lib"} {
+			for _, p := range []string{"tls /s", "tls /lib"} {
 				if a := en.auth(p); a != "Bearer injected-tok" {
-					t.Errorf("example.com%s saw Authorization %q", p, a)
+					t.Errorf("%s saw Authorization %q", p, a)
 				}
 			}
-			if en.auth("/h") != "" {
-				t.Errorf("pub.test got credentials: %q", en.auth("/h"))
+			if en.auth("plain /h") != "" {
+				t.Errorf("pub.test got credentials: %q", en.auth("plain /h"))
 			}
 			// A refusal says so: the host's agents and Node's absolute-form
 			// request carry the proxy's reason; Node's own CONNECT error
@@ -394,7 +401,8 @@ func TestJailedChildProcessThroughEgress(t *testing.T) {
 	probes := []string{"childNode"}
 	for _, c := range []string{"curl", "git"} {
 		if _, err := os.Stat("/usr/bin/" + c); err == nil {
-			probes = append(probes, "child"+strings.ToUpper(c[:1])+c[1:])
+			name := "child" + strings.ToUpper(c[:1]) + c[1:]
+			probes = append(probes, name, name+"TLS")
 		} else {
 			t.Logf("no /usr/bin/%s: not tried", c)
 		}
@@ -406,6 +414,11 @@ func TestJailedChildProcessThroughEgress(t *testing.T) {
 		// git asks for the refs; the test server's text is an empty
 		// dumb-HTTP repository.
 		"childGit": "ok ",
+		// https to a host with egress credentials: the proxy terminates
+		// TLS with the egress CA, which the children trust through
+		// SSL_CERT_FILE, CURL_CA_BUNDLE, GIT_SSL_CAINFO (the bundle).
+		"childCurlTLS": "ok tls example.com/curl",
+		"childGitTLS":  "ok ",
 	}
 	for _, k := range probes {
 		if !strings.HasPrefix(got[k], want[k]) {
@@ -415,8 +428,13 @@ func TestJailedChildProcessThroughEgress(t *testing.T) {
 	if !en.audit.has("pub.test", http.MethodGet, audit.DecisionAllowed) {
 		t.Errorf("records: %s", en.audit)
 	}
-	if slices.Contains(probes, "childGit") && !en.saw("/repo.git/info/refs") {
+	if slices.Contains(probes, "childGit") && !en.saw("plain /repo.git/info/refs") {
 		t.Errorf("git's request never reached the server: %s", en.audit)
+	}
+	for _, p := range []string{"tls /curl", "tls /repo.git/info/refs"} {
+		if a := en.auth(p); slices.Contains(probes, "childCurlTLS") && a != "Bearer injected-tok" {
+			t.Errorf("%s saw Authorization %q", p, a)
+		}
 	}
 }
 

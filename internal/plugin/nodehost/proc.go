@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/beige-dev/beige/internal/egress/trust"
 	"github.com/beige-dev/beige/internal/plugin/jail"
 )
 
@@ -242,6 +243,15 @@ func hostCommand(ctx context.Context, spec *procSpec) (*exec.Cmd, error) {
 			readOnly = append(readOnly, ca)
 			env = append(env, "NODE_EXTRA_CA_CERTS="+ca)
 		}
+		// The bundle (the host's roots and the CA) is for the host's
+		// children: curl, git, Go and Python programs read these.
+		bundle := filepath.Join(filepath.Dir(spec.egressSocket), egressBundleFile)
+		if fi, err := os.Lstat(bundle); err == nil && fi.Mode().IsRegular() {
+			readOnly = append(readOnly, bundle)
+			for _, k := range trust.Env {
+				env = append(env, k+"="+bundle)
+			}
+		}
 	}
 	cmd, err := jail.Command(ctx, jail.Spec{
 		Path: spec.node.Path, Args: nodeArgs(spec.node, spec), Env: env, Dir: spec.dataDir,
@@ -258,6 +268,10 @@ func hostCommand(ctx context.Context, spec *procSpec) (*exec.Cmd, error) {
 // egressCAFile is the egress CA certificate's name beside a plugin's
 // egress socket (gateway.EgressCAFile).
 const egressCAFile = "egress-ca.pem"
+
+// egressBundleFile is the CA bundle beside a plugin's egress socket
+// (gateway.PluginCABundleFile).
+const egressBundleFile = "ca-bundle.pem"
 
 // useEnvProxy sets NODE_USE_ENV_PROXY=1 for a host with egress (a
 // variable for tests: without it Node 22.23 acts as a Node older than
