@@ -499,3 +499,23 @@ func TestToolkitGitHubInJail(t *testing.T) {
 		t.Errorf("without the workspace: %q (exit %d)", out, code)
 	}
 }
+
+// TestProxiesFetch: NODE_USE_ENV_PROXY routes fetch from Node 22.21 on
+// (older ones get a warning: only node:http/https go out of the jail).
+func TestProxiesFetch(t *testing.T) {
+	for _, tc := range []struct {
+		n    Node
+		want bool
+	}{
+		{Node{Major: 22, Minor: 0}, false},
+		{Node{Major: 22, Minor: 20, Patch: 9}, false},
+		{Node{Major: 22, Minor: 21}, true},
+		{Node{Major: 22, Minor: 23, Patch: 5}, true},
+		{Node{Major: 23}, true},
+		{Node{Major: 24, Minor: 1}, true},
+	} {
+		if got := tc.n.proxiesFetch(); got != tc.want {
+			t.Errorf("%d.%d.%d: %v, want %v", tc.n.Major, tc.n.Minor, tc.n.Patch, got, tc.want)
+		}
+	}
+}

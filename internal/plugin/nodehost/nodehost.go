@@ -124,6 +124,9 @@ func New(env plugin.Env) (plugin.Plugin, error) {
 	if env.Unconfined {
 		log.Warn("plugin " + env.Name + " runs with the gateway's network and files (plugins." + env.Name + ".confine: false): it can reach the gateway's API, every Unix socket (the agents' tool sockets, Docker's) and the network")
 	}
+	if !env.Unconfined && env.EgressSocket != "" && !n.proxiesFetch() {
+		log.Warn(fmt.Sprintf("plugin %s runs on Node.js %d.%d.%d, whose fetch and WebSocket know no proxy: in the jail they have no way out (node:http/https go through the egress proxy); use Node.js 22.21 or later", env.Name, n.Major, n.Minor, n.Patch))
+	}
 	if env.AllowChildProcess {
 		log.Warn("plugin " + env.Name + " may start programs (plugins." + env.Name + ".allowChildProcess: true): they are not under Node's file permissions, only the jail's mounts")
 	}
