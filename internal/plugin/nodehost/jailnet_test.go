@@ -500,8 +500,9 @@ func TestToolkitGitHubInJail(t *testing.T) {
 	}
 }
 
-// TestProxiesFetch: NODE_USE_ENV_PROXY routes fetch from Node 22.21 on
-// (older ones get a warning: only node:http/https go out of the jail).
+// TestProxiesFetch: NODE_USE_ENV_PROXY routes fetch from Node 22.21 and
+// 24.0 on (older ones get a warning: only node:http/https go out of the
+// jail).
 func TestProxiesFetch(t *testing.T) {
 	for _, tc := range []struct {
 		n    Node
@@ -511,7 +512,7 @@ func TestProxiesFetch(t *testing.T) {
 		{Node{Major: 22, Minor: 20, Patch: 9}, false},
 		{Node{Major: 22, Minor: 21}, true},
 		{Node{Major: 22, Minor: 23, Patch: 5}, true},
-		{Node{Major: 23}, true},
+		{Node{Major: 23, Minor: 11}, false},
 		{Node{Major: 24, Minor: 1}, true},
 	} {
 		if got := tc.n.proxiesFetch(); got != tc.want {
