@@ -75,6 +75,7 @@ const probes = {
   childCurl: () => child(["curl", "-sS", "--max-time", "10", "http://pub.test/curl"]),
   childCurlTLS: () => child(["curl", "-sS", "--max-time", "10", "https://example.com/curl"]),
   childGitTLS: () => child(["git", "ls-remote", "https://example.com/repo.git"]),
+  childCurlDirect: () => child(["curl", "-sS", "--noproxy", "*", "--max-time", "5", "http://8.8.4.4/"]),
   childGit: () => child(["git", "ls-remote", "http://pub.test/repo.git"]),
 };
 export function createPlugin() {
@@ -403,6 +404,9 @@ func TestJailedChildProcessThroughEgress(t *testing.T) {
 		if _, err := os.Stat("/usr/bin/" + c); err == nil {
 			name := "child" + strings.ToUpper(c[:1]) + c[1:]
 			probes = append(probes, name, name+"TLS")
+			if c == "curl" {
+				probes = append(probes, "childCurlDirect")
+			}
 		} else {
 			t.Logf("no /usr/bin/%s: not tried", c)
 		}
@@ -419,6 +423,8 @@ func TestJailedChildProcessThroughEgress(t *testing.T) {
 		// SSL_CERT_FILE, CURL_CA_BUNDLE, GIT_SSL_CAINFO (the bundle).
 		"childCurlTLS": "ok tls example.com/curl",
 		"childGitTLS":  "ok ",
+		// Past the proxy there is no route (curl: couldn't connect).
+		"childCurlDirect": "fail exit 7 ",
 	}
 	for _, k := range probes {
 		if !strings.HasPrefix(got[k], want[k]) {
