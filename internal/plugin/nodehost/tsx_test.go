@@ -234,6 +234,17 @@ func TestRealTsxJailed(t *testing.T) {
 	if !resp.Success || resp.Output != "green=1 twice=42" {
 		t.Errorf("%+v\n%s", resp, f.log)
 	}
+	// Unconfined (the permission model alone), where the folders above
+	// the plugin's exist: the same.
+	man, err := config.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := plugin.Env{Name: "enumy", Dir: dir, Manifest: man, Config: map[string]any{}, DataDir: filepath.Join(t.TempDir(), "data"),
+		Node: testNode(t), Logger: slog.New(slog.DiscardHandler), Unconfined: true}
+	if out, code := jailedTool(t, env, "enumy", nil, env.DataDir); code != 0 || out != "green=1 twice=42" {
+		t.Errorf("unconfined: %q (exit %d)", out, code)
+	}
 }
 
 // workerEscapePlugin starts a Worker with execArgv: [] (as esbuild, which
