@@ -32,7 +32,11 @@ import (
 const netPlugin = `
 import http from "node:http";
 import https from "node:https";
+import { Agent as HttpsAgent } from "node:https";
+import { createRequire } from "node:module";
+import net from "node:net";
 import { spawnSync } from "node:child_process";
+const require = createRequire(import.meta.url);
 const collect = (res, resolve) => {
   let b = "";
   res.setEncoding("utf8");
@@ -69,7 +73,14 @@ const probes = {
   fetch: async () => { const r = await fetch("http://pub.test/f", { signal: AbortSignal.timeout(10000) }); return (r.status === 200 ? "ok " : "status " + r.status + " ") + await r.text(); },
   httpRefused: () => get(http, "http://lo.test/x"),
   httpsRefused: () => get(https, "https://lo.test/x"),
+  // Agents a library makes (grammy: new https.Agent({ keepAlive: true })),
+  // by the default export, a named import or require.
   ownAgent: () => get(http, "http://pub.test/own", { agent: new http.Agent() }),
+  namedAgent: () => get(https, "https://example.com/named", { agent: new HttpsAgent({ keepAlive: true }) }),
+  requireAgent: () => get(https, "https://example.com/req", { agent: new (require("https").Agent)() }),
+  instance: async () => String(http.globalAgent instanceof http.Agent && https.globalAgent instanceof HttpsAgent && new http.Agent() instanceof http.Agent),
+  agentFalse: () => get(http, "http://pub.test/nope", { agent: false }),
+  ownConnection: () => get(http, "http://pub.test/conn", { createConnection: (o) => net.connect(o.port, o.host) }),
   ws,
   childNode: () => child([process.execPath, "-e", "require('node:http').get('http://pub.test/child', (r) => { let b = ''; r.on('data', (d) => b += d); r.on('end', () => console.log(b)); }).on('error', (e) => { console.log('fail', e.message); process.exit(1); })"]),
   childCurl: () => child(["curl", "-sS", "--max-time", "10", "http://pub.test/curl"]),
@@ -329,18 +340,23 @@ func TestJailedNodeHTTPThroughEgress(t *testing.T) {
 			t.Cleanup(func() { useEnvProxy = old })
 			en := startEgressNet(t)
 			env := netPluginEnv(t, node, en.sock)
-			probes := []string{"http", "https", "lib", "httpRefused", "httpsRefused", "ownAgent"}
+			probes := []string{"http", "https", "lib", "httpRefused", "httpsRefused", "ownAgent", "namedAgent", "requireAgent", "instance", "agentFalse", "ownConnection"}
 			if tc.envProxy {
 				probes = append(probes, "fetch", "ws")
 			}
 			got := runJailedTool(t, env, "net", probes)
 			want := map[string]string{
-				"http":  "ok plain pub.test/h",
-				"https": "ok tls example.com/s",
-				"lib":   "ok tls example.com/lib",
-				// A plugin's own agent connects directly: no route (no
+				"http":         "ok plain pub.test/h",
+				"https":        "ok tls example.com/s",
+				"lib":          "ok tls example.com/lib",
+				"ownAgent":     "ok plain pub.test/own",
+				"namedAgent":   "ok tls example.com/named",
+				"requireAgent": "ok tls example.com/req",
+				"instance":     "true",
+				"agentFalse":   "ok plain pub.test/nope",
+				// A connection the plugin makes itself has no route (no
 				// DNS even).
-				"ownAgent": "fail ",
+				"ownConnection": "fail EAI_AGAIN",
 			}
 			if tc.envProxy {
 				want["fetch"] = "ok plain pub.test/f"
@@ -355,7 +371,7 @@ func TestJailedNodeHTTPThroughEgress(t *testing.T) {
 			}
 			// The credentials reached the intercepted host (and its
 			// answer never shows them to the plugin).
-			for _, p := range []string{"tls /s", "tls /lib"} {
+			for _, p := range []string{"tls /s", "tls /lib", "tls /named", "tls /req"} {
 				if a := en.auth(p); a != "Bearer injected-tok" {
 					t.Errorf("%s saw Authorization %q", p, a)
 				}
