@@ -57,6 +57,9 @@ import { syncBuiltinESMExports } from "node:module";
       const host = options.host || options.hostname || "localhost";
       const target = `${host.includes(":") ? `[${host}]` : host}:${options.port}`;
       const s = net.connect({ host: hostname, port: Number(port) });
+      // A request to the proxy itself (a library that proxies by itself,
+      // as axios does from HTTP_PROXY) needs no tunnel.
+      if (host === hostname && String(options.port) === port) return cb(null, s);
       let head = Buffer.alloc(0), done = false;
       const finish = (err) => {
         if (done) return;

@@ -80,6 +80,12 @@ const probes = {
   requireAgent: () => get(https, "https://example.com/req", { agent: new (require("https").Agent)() }),
   instance: async () => String(http.globalAgent instanceof http.Agent && https.globalAgent instanceof HttpsAgent && new http.Agent() instanceof http.Agent),
   agentFalse: () => get(http, "http://pub.test/nope", { agent: false }),
+  // A library that proxies by itself (axios from HTTP_PROXY): an
+  // absolute-form request to the proxy.
+  selfProxied: () => new Promise((resolve) => {
+    const req = http.get({ host: "127.0.0.1", port: 3128, path: "http://pub.test/self", headers: { host: "pub.test" } }, (res) => collect(res, resolve));
+    req.on("error", (e) => resolve("fail " + (e.code ? e.code + " " : "") + e.message));
+  }),
   ownConnection: () => get(http, "http://pub.test/conn", { createConnection: (o) => net.connect(o.port, o.host) }),
   ws,
   childNode: () => child([process.execPath, "-e", "require('node:http').get('http://pub.test/child', (r) => { let b = ''; r.on('data', (d) => b += d); r.on('end', () => console.log(b)); }).on('error', (e) => { console.log('fail', e.message); process.exit(1); })"]),
@@ -340,7 +346,7 @@ func TestJailedNodeHTTPThroughEgress(t *testing.T) {
 			t.Cleanup(func() { useEnvProxy = old })
 			en := startEgressNet(t)
 			env := netPluginEnv(t, node, en.sock)
-			probes := []string{"http", "https", "lib", "httpRefused", "httpsRefused", "ownAgent", "namedAgent", "requireAgent", "instance", "agentFalse", "ownConnection"}
+			probes := []string{"http", "https", "lib", "httpRefused", "httpsRefused", "ownAgent", "namedAgent", "requireAgent", "instance", "agentFalse", "ownConnection", "selfProxied"}
 			if tc.envProxy {
 				probes = append(probes, "fetch", "ws")
 			}
@@ -354,6 +360,7 @@ func TestJailedNodeHTTPThroughEgress(t *testing.T) {
 				"requireAgent": "ok tls example.com/req",
 				"instance":     "true",
 				"agentFalse":   "ok plain pub.test/nope",
+				"selfProxied":  "ok plain pub.test/self",
 				// A connection the plugin makes itself has no route (no
 				// DNS even).
 				"ownConnection": "fail EAI_AGAIN",

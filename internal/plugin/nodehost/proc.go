@@ -231,7 +231,7 @@ func hostCommand(ctx context.Context, spec *procSpec) (*exec.Cmd, error) {
 	readOnly := cleanAll(spec.dir, spec.allowRead)
 	if spec.egressSocket != "" {
 		proxy := "http://" + jail.ProxyAddr
-		env = append(env, "HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy, "http_proxy="+proxy, "https_proxy="+proxy, "NO_PROXY=")
+		env = append(env, "HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy, "http_proxy="+proxy, "https_proxy="+proxy, "NO_PROXY="+jail.ProxyAddr, "no_proxy="+jail.ProxyAddr)
 		if useEnvProxy {
 			env = append(env, "NODE_USE_ENV_PROXY=1")
 		}
