@@ -549,3 +549,32 @@ func TestProxiesFetch(t *testing.T) {
 		}
 	}
 }
+
+// TestOldNodeWarned: a jailed plugin with an egress socket on a Node whose
+// fetch knows no proxy is warned about at start; on 22.21 it is not.
+func TestOldNodeWarned(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		warned  bool
+	}{{"v22.20.0", true}, {"v22.21.0", false}} {
+		bin := filepath.Join(t.TempDir(), "node")
+		if err := os.WriteFile(bin, []byte("#!/bin/sh\necho "+tc.version+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "plugin.json"), []byte(`{"name":"net","description":"test"}`), 0o644)
+		os.WriteFile(filepath.Join(dir, "index.js"), []byte(netPlugin), 0o644)
+		man, err := config.ReadManifest(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs := &logBuf{}
+		if _, err := New(plugin.Env{Name: "net", Dir: dir, Manifest: man, DataDir: filepath.Join(dir, "data"), Node: bin,
+			Logger: slog.New(slog.NewTextHandler(logs, nil)), EgressSocket: "/nonexistent/egress.sock"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(logs.String(), "fetch and WebSocket know no proxy"); got != tc.warned {
+			t.Errorf("%s: warned %v, want %v:\n%s", tc.version, got, tc.warned, logs)
+		}
+	}
+}
