@@ -87,9 +87,15 @@ func (g *Gateway) openPluginEgress(plugin string, pc *config.Plugin) (string, er
 			ln.Close()
 			return "", fmt.Errorf("egress CA bundle of plugin %q: %w", plugin, err)
 		}
-	} else if err := os.Remove(bundle); err != nil && !errors.Is(err, os.ErrNotExist) {
-		ln.Close()
-		return "", fmt.Errorf("egress CA bundle of plugin %q: %w", plugin, err)
+	} else {
+		// Without credentials nothing is intercepted: a CA or bundle left
+		// from an earlier config would only widen what the host trusts.
+		for _, f := range []string{bundle, filepath.Join(dir, EgressCAFile)} {
+			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+				ln.Close()
+				return "", fmt.Errorf("egress CA of plugin %q: %w", plugin, err)
+			}
+		}
 	}
 	p := egress.New(PluginEgressAgent(plugin), pol, &opts)
 	g.pluginEgressMu.Lock()
