@@ -11,6 +11,7 @@ import (
 
 	"github.com/beige-dev/beige/internal/config"
 	"github.com/beige-dev/beige/internal/egress"
+	"github.com/beige-dev/beige/internal/egress/trust"
 )
 
 // PluginSocketsFolder is the folder of $BEIGE_HOME/sockets that holds the
@@ -19,6 +20,11 @@ import (
 // name starts with a letter or a digit (config.AgentNameRE): no agent's
 // folder can be this one, nor be inside it.
 const PluginSocketsFolder = "_plugins"
+
+// PluginCABundleFile is, beside a plugin's egress socket when it has
+// egress credentials, the gateway host's CA bundle followed by the egress
+// CA: the jail binds it and names it by trust.Env (SSL_CERT_FILE, ...).
+const PluginCABundleFile = "ca-bundle.pem"
 
 // PluginEgressAgent is the agent field of a plugin's egress audit records
 // (and the agent its approvals and metrics are counted for): "plugin:"
@@ -68,10 +74,27 @@ func (g *Gateway) openPluginEgress(plugin string, pc *config.Plugin) (string, er
 		return "", fmt.Errorf("egress socket of plugin %q: %w", plugin, err)
 	}
 	opts := g.egressOptions()
+	bundle := filepath.Join(dir, PluginCABundleFile)
 	if len(e.Credentials) > 0 {
 		if err := g.egressCredentials(&opts, dir, e.Credentials, fmt.Sprintf("plugins.%s.egress.credentials", plugin)); err != nil {
 			ln.Close()
 			return "", err
+		}
+		// The plugin's children (allowChildProcess: curl, git, gh) trust
+		// the CA through the variables that replace a client's bundle:
+		// they name this one, the gateway host's roots and the CA.
+		if _, err := trust.Write(filepath.Join(dir, EgressCAFile), bundle, trust.SystemBundles); err != nil {
+			ln.Close()
+			return "", fmt.Errorf("egress CA bundle of plugin %q: %w", plugin, err)
+		}
+	} else {
+		// Without credentials nothing is intercepted: a CA or bundle left
+		// from an earlier config would only widen what the host trusts.
+		for _, f := range []string{bundle, filepath.Join(dir, EgressCAFile)} {
+			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+				ln.Close()
+				return "", fmt.Errorf("egress CA of plugin %q: %w", plugin, err)
+			}
 		}
 	}
 	p := egress.New(PluginEgressAgent(plugin), pol, &opts)

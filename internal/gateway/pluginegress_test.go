@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -101,6 +102,11 @@ func TestPluginEgress(t *testing.T) {
 		plugins: fmt.Sprintf(`net: { path: %q, node: %q }, narrow: { path: %q, node: %q, egress: { allow: ["pub.test"] } }`,
 			mk("net"), node, mk("narrow"), node),
 		options: func(o *Options) {
+			// A CA and bundle left from a config with credentials.
+			stale := filepath.Join(o.Home.SocketsDir(), "_plugins", "net")
+			os.MkdirAll(stale, 0o700)
+			os.WriteFile(filepath.Join(stale, EgressCAFile), []byte("old CA"), 0o644)
+			os.WriteFile(filepath.Join(stale, PluginCABundleFile), []byte("old bundle"), 0o444)
 			o.Egress = &egress.Options{
 				Resolver: testResolver{"pub.test": {public}, "other.test": {public}, "lo.test": {netip.MustParseAddr("127.0.0.1")}},
 				Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -115,6 +121,12 @@ func TestPluginEgress(t *testing.T) {
 	})
 	sock := filepath.Join(g.home.SocketsDir(), "_plugins", "net", egress.SocketName)
 	narrow := filepath.Join(g.home.SocketsDir(), "_plugins", "narrow", egress.SocketName)
+	// Without credentials the host trusts no egress CA.
+	for _, f := range []string{EgressCAFile, PluginCABundleFile} {
+		if _, err := os.Stat(filepath.Join(filepath.Dir(sock), f)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s beside the socket of a plugin without credentials: %v", f, err)
+		}
+	}
 	_, apiPort, _ := net.SplitHostPort(g.Addr())
 
 	// (a) a public host, any port: through.

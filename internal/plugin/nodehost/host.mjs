@@ -16,6 +16,99 @@
 import fs from "node:fs";
 import net from "node:net";
 import { pathToFileURL } from "node:url";
+import http from "node:http";
+import https from "node:https";
+import { syncBuiltinESMExports } from "node:module";
+
+// Network set-up, before the plugin is imported. In the jail the only way
+// out is the egress forwarder that HTTP_PROXY/HTTPS_PROXY name. Node
+// 22.21+ (NODE_USE_ENV_PROXY=1) routes fetch and every agent made with the
+// proxyEnv option (its global agents are) through it itself; an older Node
+// does neither, so the host's agents open every connection as a CONNECT
+// tunnel through the proxy (plain HTTP too, as Node's fetch does). Either
+// way http.Agent and https.Agent become subclasses that do so, so the
+// agents a library makes (grammy's new https.Agent({keepAlive: true}))
+// go through the proxy too, and so does agent: false (a new agent of the
+// global agent's class); instanceof the original still holds. An agent
+// that makes its own connections (overrides createConnection, a request's
+// own createConnection) connects directly and so fails in the jail: the
+// plugin's business.
+(function proxyAgents() {
+  const proxy = process.env.HTTPS_PROXY;
+  if (!proxy) return;
+  const OrigHTTP = http.Agent, OrigHTTPS = https.Agent;
+  let HTTPAgent, HTTPSAgent;
+  if (http.globalAgent.options?.proxyEnv) {
+    const withProxyEnv = (o) => (o && o.proxyEnv !== undefined ? o : { ...o, proxyEnv: process.env });
+    HTTPAgent = class Agent extends OrigHTTP {
+      constructor(o) { super(withProxyEnv(o)); }
+      static [Symbol.hasInstance](x) { return x instanceof OrigHTTP; }
+    };
+    HTTPSAgent = class Agent extends OrigHTTPS {
+      constructor(o) { super(withProxyEnv(o)); }
+      static [Symbol.hasInstance](x) { return x instanceof OrigHTTPS; }
+    };
+    // agent: false makes a new agent of the global one's class.
+    http.globalAgent = new HTTPAgent({ ...http.globalAgent.options });
+    https.globalAgent = new HTTPSAgent({ ...https.globalAgent.options });
+  } else {
+    const { hostname, port } = new URL(proxy);
+    const tunnel = (options, cb) => {
+      const host = options.host || options.hostname || "localhost";
+      const target = `${host.includes(":") ? `[${host}]` : host}:${options.port}`;
+      const s = net.connect({ host: hostname, port: Number(port) });
+      // A request to the proxy itself (a library that proxies by itself,
+      // as axios does from HTTP_PROXY) needs no tunnel.
+      if (host === hostname && String(options.port) === port) return cb(null, s);
+      let head = Buffer.alloc(0), done = false;
+      const finish = (err) => {
+        if (done) return;
+        done = true;
+        s.removeListener("data", onData);
+        if (err) { s.destroy(); cb(err); } else cb(null, s);
+      };
+      const onData = (d) => {
+        head = Buffer.concat([head, d]);
+        const end = head.indexOf("\r\n\r\n");
+        if (end < 0) { if (head.length > 65536) finish(new Error(`egress proxy: CONNECT ${target}: header too long`)); return; }
+        const status = head.subarray(0, head.indexOf("\r\n")).toString();
+        if (/^HTTP\/1\.[01] 200 /.test(status)) {
+          if (head.length > end + 4) s.unshift(head.subarray(end + 4));
+          return finish();
+        }
+        // A refusal: its body says why (egress: ... matches no rule).
+        const len = Number(/\r\ncontent-length: *(\d+)/i.exec(head.subarray(0, end).toString())?.[1] ?? 0);
+        const body = head.subarray(end + 4);
+        if (body.length < Math.min(len, 4096)) return;
+        const err = new Error(`egress proxy refused ${target}: ${status.slice(9)}: ${body.subarray(0, 4096).toString().trim()}`);
+        err.code = "ERR_PROXY_TUNNEL";
+        finish(err);
+      };
+      s.on("data", onData);
+      s.once("error", (e) => finish(e));
+      s.once("end", () => finish(new Error(`egress proxy closed the connection to ${target}`)));
+      s.once("connect", () => s.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n\r\n`));
+    };
+    HTTPAgent = class Agent extends OrigHTTP {
+      createConnection(options, cb) { tunnel(options, cb); }
+      static [Symbol.hasInstance](x) { return x instanceof OrigHTTP; }
+    };
+    HTTPSAgent = class Agent extends OrigHTTPS {
+      createConnection(options, cb) {
+        tunnel(options, (err, s) => {
+          if (err) return cb(err);
+          try { cb(null, super.createConnection({ ...options, socket: s })); } catch (e) { s.destroy(); cb(e); }
+        });
+      }
+      static [Symbol.hasInstance](x) { return x instanceof OrigHTTPS; }
+    };
+    http.globalAgent = new HTTPAgent({ keepAlive: true });
+    https.globalAgent = new HTTPSAgent({ keepAlive: true });
+  }
+  http.Agent = HTTPAgent;
+  https.Agent = HTTPSAgent;
+  syncBuiltinESMExports(); // import { Agent } from "node:https" too
+})();
 
 const IN = 3, OUT = 4, SYNC = 5;
 // The arguments of a ctx call that fit in a frame (the gateway's MaxFrame,

@@ -30,6 +30,11 @@ type Node struct {
 // on with a flag (it is on by default from 22.18).
 func (n Node) needsStripFlag() bool { return n.Major == 22 && n.Minor < 18 }
 
+// proxiesFetch reports whether NODE_USE_ENV_PROXY routes fetch through
+// HTTP(S)_PROXY: from 22.21 and 24.0 (not 23). The global agents of
+// node:http/https follow from 22.21 and 24.5; host.mjs covers the others.
+func (n Node) proxiesFetch() bool { return n.Major >= 24 || n.Major == 22 && n.Minor >= 21 }
+
 // FindNode returns the Node.js to run a plugin with: override
 // (plugins.<p>.node) when set, else $BEIGE_NODE, else `node` in PATH. Its
 // version must be at least MinNodeMajor.

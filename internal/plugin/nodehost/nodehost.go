@@ -126,6 +126,9 @@ func New(env plugin.Env) (plugin.Plugin, error) {
 	if env.Unconfined {
 		log.Warn("plugin " + env.Name + " runs with the gateway's network and files (plugins." + env.Name + ".confine: false): it can reach the gateway's API, every Unix socket (the agents' tool sockets, Docker's) and the network")
 	}
+	if !env.Unconfined && env.EgressSocket != "" && !n.proxiesFetch() {
+		log.Warn(fmt.Sprintf("plugin %s runs on Node.js %d.%d.%d, whose fetch and WebSocket know no proxy: in the jail they have no way out (node:http/https go through the egress proxy); use Node.js 22.21 or later", env.Name, n.Major, n.Minor, n.Patch))
+	}
 	if env.AllowChildProcess {
 		log.Warn("plugin " + env.Name + " may start programs (plugins." + env.Name + ".allowChildProcess: true): they are not under Node's file permissions, only the jail's mounts")
 	}
@@ -176,6 +179,12 @@ func (p *Plugin) launch() (*proc, *registration, error) {
 	}
 	if spec.tsx = tsx; tsx != "" {
 		p.log.Info("running the plugin with the tsx in its folder (worker threads allowed for its loader)", "loader", tsx)
+		if p.env.Unconfined {
+			// Node 22 runs a Worker started with execArgv: [] (esbuild's,
+			// any the plugin starts) without the permission model: only
+			// the jail would still hold it.
+			p.log.Warn("plugin " + p.env.Name + " ships tsx and runs unconfined: the worker threads tsx needs run outside Node's permission model, so it can read and write every file of the gateway's user and run programs")
+		}
 	}
 	pr, err := startProc(spec)
 	if err != nil {

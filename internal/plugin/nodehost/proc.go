@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/beige-dev/beige/internal/egress/trust"
 	"github.com/beige-dev/beige/internal/plugin/jail"
 )
 
@@ -98,6 +99,16 @@ func nodeArgs(n Node, s *procSpec) []string {
 	if s.tsx != "" {
 		// tsx registers its loader on a hooks thread (node:module register).
 		args = append(args, "--allow-worker", "--import", s.tsx)
+		// It looks for the package.json nearest the entry (its "type"),
+		// up to /: existsSync of a path the permission model does not
+		// grant throws instead of answering false. Only those files are
+		// granted (in the jail they do not exist).
+		for d := filepath.Dir(s.dir); ; d = filepath.Dir(d) {
+			args = append(args, "--allow-fs-read="+filepath.Join(d, "package.json"))
+			if d == filepath.Dir(d) {
+				break
+			}
+		}
 	}
 	return append(args, "--input-type=module", "--eval", hostScript)
 }
@@ -202,6 +213,11 @@ func hostCommand(ctx context.Context, spec *procSpec) (*exec.Cmd, error) {
 		"LANG=C.UTF-8",
 		"TZ=" + tzName(),
 	}
+	if spec.tsx != "" {
+		// tsx's compile cache is a folder in os.tmpdir(), which the
+		// permission model does not let the host write: compile anew.
+		env = append(env, "TSX_DISABLE_CACHE=1")
+	}
 	if spec.unconfined {
 		cmd := exec.CommandContext(ctx, spec.node.Path, nodeArgs(spec.node, spec)...)
 		cmd.Dir = spec.dataDir
@@ -215,7 +231,10 @@ func hostCommand(ctx context.Context, spec *procSpec) (*exec.Cmd, error) {
 	readOnly := cleanAll(spec.dir, spec.allowRead)
 	if spec.egressSocket != "" {
 		proxy := "http://" + jail.ProxyAddr
-		env = append(env, "HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy, "http_proxy="+proxy, "https_proxy="+proxy, "NO_PROXY=", "NODE_USE_ENV_PROXY=1")
+		env = append(env, "HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy, "http_proxy="+proxy, "https_proxy="+proxy, "NO_PROXY="+jail.ProxyAddr, "no_proxy="+jail.ProxyAddr)
+		if useEnvProxy {
+			env = append(env, "NODE_USE_ENV_PROXY=1")
+		}
 		// With plugins.<p>.egress.credentials the proxy terminates TLS
 		// with the home's CA, whose certificate the gateway writes beside
 		// the socket: Node trusts it in addition to its own roots.
@@ -223,6 +242,15 @@ func hostCommand(ctx context.Context, spec *procSpec) (*exec.Cmd, error) {
 		if fi, err := os.Lstat(ca); err == nil && fi.Mode().IsRegular() {
 			readOnly = append(readOnly, ca)
 			env = append(env, "NODE_EXTRA_CA_CERTS="+ca)
+		}
+		// The bundle (the host's roots and the CA) is for the host's
+		// children: curl, git, Go and Python programs read these.
+		bundle := filepath.Join(filepath.Dir(spec.egressSocket), egressBundleFile)
+		if fi, err := os.Lstat(bundle); err == nil && fi.Mode().IsRegular() {
+			readOnly = append(readOnly, bundle)
+			for _, k := range trust.Env {
+				env = append(env, k+"="+bundle)
+			}
 		}
 	}
 	cmd, err := jail.Command(ctx, jail.Spec{
@@ -240,6 +268,16 @@ func hostCommand(ctx context.Context, spec *procSpec) (*exec.Cmd, error) {
 // egressCAFile is the egress CA certificate's name beside a plugin's
 // egress socket (gateway.EgressCAFile).
 const egressCAFile = "egress-ca.pem"
+
+// egressBundleFile is the CA bundle beside a plugin's egress socket
+// (gateway.PluginCABundleFile).
+const egressBundleFile = "ca-bundle.pem"
+
+// useEnvProxy sets NODE_USE_ENV_PROXY=1 for a host with egress (a
+// variable for tests: without it Node 22.23 acts as a Node older than
+// 22.21, whose fetch and global agents know no proxy, and host.mjs
+// installs its own agents).
+var useEnvProxy = true
 
 // jailAvailable reports whether hosts can be jailed here (a variable for
 // tests).
