@@ -54,10 +54,15 @@ export function createPlugin(config, ctx) {
         const steered = await ctx.steerSession("busy:1", "change of plan");
         await ctx.steerSession("idle:1", "anyone?");
         ctx.updateSessionSettings("chat:9", { replyTo: { channel: "mine", address: { room: "r1" } }, verbose: true });
+        ctx.updateSessionSettings("chat:9", { model: { provider: "pa", model: "model-b" }, channel: "mine", metadata: { a: 1 } });
+        ctx.updateSessionSettings("chat:9", { metadata: { b: 2 }, channel: "" });
         const s = ctx.getSessionSettings("chat:9");
+        let badModel = "";
+        try { ctx.updateSessionSettings("chat:9", { model: "pa/model-b" }); } catch (e) { badModel = e.message; }
         let bad = "";
         try { await ctx.prompt("spawn:1", "helper", "x", { replyTo: "nope" }); } catch (e) { bad = e.message; }
-        return { output: JSON.stringify({ a, b, events, steered: steered === undefined, replyTo: s.replyTo, verbose: s.verbose, bad }), exitCode: 0 };
+        return { output: JSON.stringify({ a, b, events, steered: steered === undefined, replyTo: s.replyTo, verbose: s.verbose,
+          model: s.model, channel: s.channel, metadata: s.metadata, badModel, bad }), exitCode: 0 };
       }});
     },
   };
@@ -68,8 +73,8 @@ export function createPlugin(config, ctx) {
 // model override, the reply target; without them the next prompt has
 // neither), the automatic compaction callbacks are called with the
 // original's arguments, steerSession reaches the gateway's Steerer and
-// resolves to undefined, and updateSessionSettings' replyTo comes back from
-// getSessionSettings.
+// resolves to undefined, and updateSessionSettings' replyTo, model, channel
+// and metadata come back from getSessionSettings.
 func TestPromptOptsAndSteer(t *testing.T) {
 	f := mustFixture(t, map[string][]string{"travel": {"opts"}}, tsPlugin{name: "opts", source: promptOptsPlugin})
 	pc := &steerContext{fakeContext: &fakeContext{}}
@@ -81,12 +86,16 @@ func TestPromptOptsAndSteer(t *testing.T) {
 		t.Fatalf("%+v\n%s", resp, f.log)
 	}
 	var got struct {
-		A, B    string
-		Events  []string
-		Steered bool
-		ReplyTo map[string]any
-		Verbose bool
-		Bad     string
+		A, B     string
+		Events   []string
+		Steered  bool
+		ReplyTo  map[string]any
+		Verbose  bool
+		Model    map[string]string
+		Channel  string
+		Metadata map[string]int
+		BadModel string
+		Bad      string
 	}
 	if err := json.Unmarshal([]byte(resp.Output), &got); err != nil {
 		t.Fatalf("%v: %s", err, resp.Output)
@@ -115,6 +124,14 @@ func TestPromptOptsAndSteer(t *testing.T) {
 	}
 	if got.ReplyTo["channel"] != "mine" || !got.Verbose {
 		t.Errorf("settings: replyTo %v verbose %v", got.ReplyTo, got.Verbose)
+	}
+	// The original's other session-map settings round-trip the same way,
+	// under its metadata keys; metadata is merged, a falsy value ignored.
+	if got.Model["provider"] != "pa" || got.Model["model"] != "model-b" || got.Channel != "mine" || got.Metadata["a"] != 1 || got.Metadata["b"] != 2 {
+		t.Errorf("settings: model %v channel %q metadata %v", got.Model, got.Channel, got.Metadata)
+	}
+	if !strings.Contains(got.BadModel, "model is not an object") {
+		t.Errorf("a bad model: %q", got.BadModel)
 	}
 	if !strings.Contains(got.Bad, "replyTo is not an object") {
 		t.Errorf("a bad replyTo: %q", got.Bad)

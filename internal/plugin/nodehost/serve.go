@@ -104,8 +104,13 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 			return nil, err
 		}
 		out := maps.Clone(pc.Settings(a.SessionKey, nil))
-		if rt, ok := p.metadata(pc, a.SessionKey)[replyToKey]; ok {
-			out["replyTo"] = rt // kept in the session's metadata, as the original keeps it
+		// model, replyTo, channel and metadata are kept in the session's
+		// metadata, as the original keeps them in the session map entry.
+		meta := p.metadata(pc, a.SessionKey)
+		for name, key := range metaSettings {
+			if v, ok := meta[key]; ok {
+				out[name] = v
+			}
 		}
 		return out, nil
 	case "updateSessionSettings":
@@ -117,8 +122,8 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 			return nil, err
 		}
 		for k, v := range a.Update {
-			if k == "replyTo" {
-				if err := p.setReplyTo(pc, a.SessionKey, v); err != nil {
+			if _, ok := metaSettings[k]; ok {
+				if err := p.setMetaSetting(pc, a.SessionKey, k, v); err != nil {
 					return nil, fmt.Errorf("ctx.updateSessionSettings: %w", err)
 				}
 				continue

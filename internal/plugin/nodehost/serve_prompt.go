@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/beige-dev/beige/internal/plugin"
 )
@@ -75,6 +76,63 @@ func replyTarget(raw json.RawMessage) (json.RawMessage, error) {
 
 // setReplyTo stores updateSessionSettings' replyTo in the session's
 // metadata, as the original does.
+// metaSettings are the session settings the original keeps in the
+// session map entry's metadata rather than with verbose and streaming,
+// by their metadata keys.
+var metaSettings = map[string]string{
+	"model":    "_model",
+	"replyTo":  replyToKey,
+	"channel":  "_channel",
+	"metadata": "_pluginMeta",
+}
+
+// setMetaSetting is updateSessionSettings of one of metaSettings, checked
+// as the original's SessionSettings types it. A missing (falsy) value
+// changes nothing, as in the original; metadata is merged into what the
+// session has.
+func (p *Plugin) setMetaSetting(pc plugin.PluginContext, sessionKey, name string, v any) error {
+	if v == nil || v == false || v == "" {
+		return nil
+	}
+	switch name {
+	case "replyTo":
+		return p.setReplyTo(pc, sessionKey, v)
+	case "channel":
+		if _, ok := v.(string); !ok {
+			return errors.New("channel is not a string")
+		}
+	case "model":
+		m, ok := v.(map[string]any)
+		if !ok {
+			return errors.New("model is not an object {provider, model, thinkingLevel?}")
+		}
+		for k, f := range m {
+			if _, ok := f.(string); !ok || (k != "provider" && k != "model" && k != "thinkingLevel") {
+				return fmt.Errorf("model.%s: want provider, model and thinkingLevel, as strings", k)
+			}
+		}
+		if m["provider"] == nil || m["model"] == nil {
+			return errors.New("model needs provider and model")
+		}
+	case "metadata":
+		m, ok := v.(map[string]any)
+		if !ok {
+			return errors.New("metadata is not an object")
+		}
+		merged := map[string]any{}
+		if old, ok := p.metadata(pc, sessionKey)["_pluginMeta"].(map[string]any); ok {
+			maps.Copy(merged, old)
+		}
+		maps.Copy(merged, m)
+		v = merged
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return p.setMetadata(pc, sessionKey, metaSettings[name], raw)
+}
+
 func (p *Plugin) setReplyTo(pc plugin.PluginContext, sessionKey string, v any) error {
 	if v == nil {
 		return nil // the original ignores a missing replyTo
