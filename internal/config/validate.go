@@ -233,7 +233,7 @@ func (v *validator) plugins() {
 		if _, host := NodeNeeded(p, v.builtins); host {
 			if v.checkNode != nil {
 				if err := v.checkNode(p.Node); err != nil {
-					v.errorAt(path, "plugin %q is a TypeScript/JavaScript plugin and needs Node.js 22 or later: %v", name, err)
+					v.errorAt(path, "plugin %q is a TypeScript/JavaScript plugin and needs Node.js 22 or later: %v (install it, or set plugins.%s.node to its path)", name, err, name)
 				}
 			}
 			continue

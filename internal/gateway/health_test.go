@@ -58,7 +58,7 @@ func TestHealthNamesPluginWithoutNode(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "index.js"), []byte(`export function createPlugin() { return { register() {} }; }`), 0o644)
 	g := startGatewayWith(t, gatewaySetup{names: []string{"a"}, plugins: fmt.Sprintf("nonode: { path: %q, node: %q }", dir, "/nonexistent/node")})
 	h := getHealth(t, g)
-	if h.Status != "degraded" || !strings.Contains(h.Plugins["nonode"], "/nonexistent/node") || !strings.Contains(h.Plugins["nonode"], "install Node.js 22 or later") || len(h.Agents) != 0 {
+	if h.Status != "degraded" || !strings.Contains(h.Plugins["nonode"], "/nonexistent/node") || !strings.Contains(h.Plugins["nonode"], "needs Node.js 22 or later") || len(h.Agents) != 0 {
 		t.Errorf("health %+v", h)
 	}
 }

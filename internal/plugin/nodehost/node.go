@@ -38,6 +38,8 @@ func (n Node) proxiesFetch() bool { return n.Major >= 24 || n.Major == 22 && n.M
 // FindNode returns the Node.js to run a plugin with: override
 // (plugins.<p>.node) when set, else $BEIGE_NODE, else `node` in PATH. Its
 // version must be at least MinNodeMajor.
+//
+// Its errors say what was found; needNode says what to do.
 func FindNode(ctx context.Context, override string) (Node, error) {
 	cand := override
 	if cand == "" {
@@ -46,16 +48,19 @@ func FindNode(ctx context.Context, override string) (Node, error) {
 	if cand == "" {
 		p, err := exec.LookPath("node")
 		if err != nil {
-			return Node{}, fmt.Errorf("no node in PATH: install Node.js %d or later, or set plugins.<name>.node to its path", MinNodeMajor)
+			return Node{}, errors.New("no node in PATH")
 		}
 		cand = p
 	}
 	if !filepath.IsAbs(cand) {
 		p, err := exec.LookPath(cand)
 		if err != nil {
-			return Node{}, fmt.Errorf("node %q not found: install Node.js %d or later, or set plugins.<name>.node to its path", cand, MinNodeMajor)
+			return Node{}, fmt.Errorf("node %q not found", cand)
 		}
 		cand = p
+	}
+	if _, err := os.Stat(cand); err != nil {
+		return Node{}, fmt.Errorf("node %q not found", cand)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -63,7 +68,7 @@ func FindNode(ctx context.Context, override string) (Node, error) {
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
 	out, err := cmd.Output()
 	if err != nil {
-		return Node{}, fmt.Errorf("run %s --version: %w (install Node.js %d or later)", cand, err, MinNodeMajor)
+		return Node{}, fmt.Errorf("run %s --version: %w", cand, err)
 	}
 	n, err := parseVersion(strings.TrimSpace(string(out)))
 	if err != nil {
@@ -71,9 +76,15 @@ func FindNode(ctx context.Context, override string) (Node, error) {
 	}
 	n.Path = cand
 	if n.Major < MinNodeMajor {
-		return Node{}, fmt.Errorf("%s is Node.js %d.%d.%d; TypeScript plugins need Node.js %d or later (install it, or set plugins.<name>.node to its path)", cand, n.Major, n.Minor, n.Patch, MinNodeMajor)
+		return Node{}, fmt.Errorf("%s is Node.js %d.%d.%d", cand, n.Major, n.Minor, n.Patch)
 	}
 	return n, nil
+}
+
+// needNode is an error of FindNode for plugin name: what it needs, what
+// was found, and what to do (config validation says the same).
+func needNode(name string, err error) error {
+	return fmt.Errorf("plugin %q is a TypeScript/JavaScript plugin and needs Node.js %d or later: %w (install it, or set plugins.%s.node to its path)", name, MinNodeMajor, err, name)
 }
 
 func parseVersion(s string) (Node, error) {

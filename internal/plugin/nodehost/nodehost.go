@@ -104,7 +104,7 @@ func New(env plugin.Env) (plugin.Plugin, error) {
 	}
 	n, err := FindNode(context.Background(), env.Node)
 	if err != nil {
-		log.Error("no Node.js for the plugin; it is looked for again when loading is retried", "err", err)
+		log.Error("no Node.js for the plugin; it is looked for again when loading is retried", "err", needNode(env.Name, err))
 	}
 	for _, l := range [][]string{env.AllowRead, env.AllowWrite} {
 		for _, d := range l {
@@ -158,7 +158,7 @@ func (p *Plugin) findNode() (Node, error) {
 	}
 	n, err := FindNode(context.Background(), p.env.Node)
 	if err != nil {
-		return Node{}, err
+		return Node{}, needNode(p.env.Name, err)
 	}
 	p.mu.Lock()
 	p.node = n

@@ -56,10 +56,10 @@ func TestNodeInstalledLater(t *testing.T) {
 	f := mustFixture(t, map[string][]string{"travel": {"echo"}}, tsPlugin{name: "echo", source: echoPlugin, node: node,
 		manifest: `{"name":"echo","description":"test plugin","provides":{"tools":["echo"]}}`})
 	got := f.host.Problems()
-	if !strings.Contains(got["echo"], node) || !strings.Contains(got["echo"], "install Node.js 22 or later") {
+	if !strings.Contains(got["echo"], node) || !strings.Contains(got["echo"], "needs Node.js 22 or later") {
 		t.Fatalf("no Node.js: problems %q", got)
 	}
-	if resp := f.call("travel", "echo", "x"); resp.Success || !strings.Contains(resp.Error, "install Node.js 22 or later") {
+	if resp := f.call("travel", "echo", "x"); resp.Success || !strings.Contains(resp.Error, "needs Node.js 22 or later") {
 		t.Errorf("no Node.js: tool %+v", resp)
 	}
 	// Node.js "installed": the same binary, hard-linked (a symlink would
