@@ -83,6 +83,10 @@ func nodeArgs(n Node, s *procSpec) []string {
 		"--allow-fs-read=" + s.dataDir,
 		"--allow-fs-write=" + s.dataDir,
 		"--disable-warning=ExperimentalWarning",
+		// Node's own proxying (NODE_USE_ENV_PROXY, the jail's way out)
+		// warns on every start that its agent is experimental: noise in
+		// the gateway's log, nothing the user can act on.
+		"--disable-warning=UNDICI-EHPA",
 	}
 	for _, d := range s.allowRead {
 		args = append(args, "--allow-fs-read="+d)
