@@ -155,14 +155,34 @@ func PluginSchemaWarnings(cfg *Config) []string {
 			if p.Path != "" {
 				where = filepath.Join(p.Path, "plugin.json")
 			}
-			msg := err.Error()
-			if i := strings.IndexByte(msg, '\n'); i >= 0 {
-				msg = msg[:i]
-			}
+			msg := schemaProblem(err)
 			out = append(out, fmt.Sprintf("plugins.%s: its config is not checked: the configSchema of %s is not a JSON Schema (%s)", name, where, msg))
 		}
 	}
 	return out
+}
+
+// schemaProblem says where a configSchema breaks JSON Schema: the first
+// leaf of the metaschema's error tree, with its place in the schema
+// ("at /properties/x/type: ..."), rather than the compiler's first line
+// (that the whole schema is not valid against the metaschema).
+func schemaProblem(err error) string {
+	var se *jsonschema.SchemaValidationError
+	if !errors.As(err, &se) {
+		msg := err.Error()
+		if i := strings.IndexByte(msg, '\n'); i >= 0 {
+			msg = msg[:i]
+		}
+		return msg
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(se.Err, &ve) {
+		return se.Error()
+	}
+	for len(ve.Causes) > 0 {
+		ve = ve.Causes[0]
+	}
+	return fmt.Sprintf("at /%s: %s", strings.Join(ve.InstanceLocation, "/"), ve.ErrorKind.LocalizedString(message.NewPrinter(language.English)))
 }
 
 func compilePluginSchema(doc map[string]any) (*jsonschema.Schema, any, error) {
