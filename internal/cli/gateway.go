@@ -483,7 +483,7 @@ func (a *app) startBackground(level string, timeout time.Duration) error {
 				fmt.Fprintf(a.streams.Out, "  agent %s: %s\n", agent, problem)
 			}
 			for _, name := range slices.Sorted(maps.Keys(last.Plugins)) {
-				fmt.Fprintf(a.streams.Out, "  plugin %s: %s\n", name, last.Plugins[name])
+				fmt.Fprintf(a.streams.Out, "  plugin %s %s\n", name, pluginProblem(name, last.Plugins[name]))
 			}
 			fmt.Fprintf(a.streams.Out, "logs: %s\n", logPath)
 			return &ExitError{Code: ExitFailure}
@@ -594,7 +594,7 @@ func (a *app) gatewayStatus() error {
 	if len(health.Plugins) > 0 {
 		fmt.Fprintln(a.streams.Out, "plugins that cannot run:")
 		for _, name := range slices.Sorted(maps.Keys(health.Plugins)) {
-			fmt.Fprintf(a.streams.Out, "  %-16s %s\n", name, health.Plugins[name])
+			fmt.Fprintf(a.streams.Out, "  %-16s %s\n", name, pluginProblem(name, health.Plugins[name]))
 		}
 	}
 	var agents proto.AgentList
@@ -666,4 +666,15 @@ func (a *app) restartGateway(level string, timeout time.Duration) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return exitf(ExitFailure, "the gateway did not become healthy within %v after the restart", timeout)
+}
+
+// pluginProblem is a plugin's problem from /api/health for a line that
+// names the plugin already: "is restarting: ..." rather than "plugin p is
+// restarting: ..." after the name (the text its tools answer); another
+// text as "- ...".
+func pluginProblem(name, why string) string {
+	if rest, ok := strings.CutPrefix(why, "plugin "+name+" "); ok {
+		return rest
+	}
+	return "- " + why
 }

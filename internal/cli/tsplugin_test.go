@@ -23,7 +23,7 @@ func TestValidateTypeScriptPluginWithoutNode(t *testing.T) {
 	os.WriteFile(filepath.Join(home, "config.json5"), []byte(cfg), 0o600)
 	code, _, errOut := run(t, "config", "validate")
 	if code != ExitFailure || !strings.Contains(errOut, `plugins.greeter: plugin "greeter" is a TypeScript/JavaScript plugin and needs Node.js 22 or later`) ||
-		!strings.Contains(errOut, "install Node.js 22 or later") {
+		!strings.Contains(errOut, "(install it, or set plugins.greeter.node to its path)") {
 		t.Errorf("validate: %d %q", code, errOut)
 	}
 }
