@@ -562,7 +562,7 @@ func (p *Plugin) callError(ctx context.Context, pr *proc, what string, err error
 		if pe.accessDenied() {
 			p.log.Warn("plugin refused access outside its folders", "call", what, "err", pe.msg)
 		}
-		return fmt.Errorf("plugin %s: %s failed: %s", p.env.Name, what, pe.msg)
+		return fmt.Errorf("plugin %s: %s failed: %s%s", p.env.Name, what, pe.msg, pe.accessHint(p.env.Name))
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		why := fmt.Sprintf("%s did not answer in time; the plugin host was killed", what)
 		p.log.Error("plugin host killed", "reason", why)

@@ -303,15 +303,20 @@ func TestConfinedToDataDir(t *testing.T) {
 	if resp := f.call("travel", "fsy", "write", inside); !resp.Success {
 		t.Errorf("write in the data folder: %+v", resp)
 	}
-	tests := []struct{ args []string }{
-		{[]string{"write", outside}},
-		{[]string{"write", filepath.Join(f.dirs["fsy"], "index.ts")}},
-		{[]string{"read", secret}},
-		{[]string{"spawn"}},
+	// Each refusal names the config key that would allow it (Node's own
+	// text names a command-line flag).
+	tests := []struct {
+		args []string
+		hint string
+	}{
+		{[]string{"write", outside}, "(plugin fsy writes only its data folder: plugins.fsy.allowWrite lists more)"},
+		{[]string{"write", filepath.Join(f.dirs["fsy"], "index.ts")}, "plugins.fsy.allowWrite"},
+		{[]string{"read", secret}, "(plugin fsy reads only its own folders: plugins.fsy.allowRead lists more)"},
+		{[]string{"spawn"}, "(plugin fsy may not start programs: plugins.fsy.allowChildProcess: true allows it)"},
 	}
 	for _, tt := range tests {
 		resp := f.call("travel", "fsy", tt.args...)
-		if resp.Success || !strings.Contains(resp.Error, "plugin fsy: tool 'fsy' failed: ") {
+		if resp.Success || !strings.Contains(resp.Error, "plugin fsy: tool 'fsy' failed: ") || !strings.Contains(resp.Error, tt.hint) {
 			t.Errorf("%v: %+v", tt.args, resp)
 		}
 	}

@@ -502,6 +502,27 @@ func (e *pluginError) Error() string { return e.msg }
 // model (it tried to read or write outside its folders).
 func (e *pluginError) accessDenied() bool { return e.code == "ERR_ACCESS_DENIED" }
 
+// accessHint says, for a refusal of Node's permission model, which of
+// plugin name's config keys would allow what was refused: Node's own text
+// names its command-line flags ("Use --allow-child-process to manage
+// permissions"), which a beige user does not set. "" for other errors.
+func (e *pluginError) accessHint(name string) string {
+	if !e.accessDenied() {
+		return ""
+	}
+	switch {
+	case strings.Contains(e.msg, "--allow-child-process"):
+		return fmt.Sprintf(" (plugin %s may not start programs: plugins.%s.allowChildProcess: true allows it)", name, name)
+	case strings.Contains(e.msg, "--allow-fs-write"):
+		return fmt.Sprintf(" (plugin %s writes only its data folder: plugins.%s.allowWrite lists more)", name, name)
+	case strings.Contains(e.msg, "--allow-fs-read"):
+		return fmt.Sprintf(" (plugin %s reads only its own folders: plugins.%s.allowRead lists more)", name, name)
+	case strings.Contains(e.msg, "--allow-worker"):
+		return fmt.Sprintf(" (plugin %s may not start worker threads)", name)
+	}
+	return ""
+}
+
 func logPlugin(log *slog.Logger, level, msg string) {
 	msg = cut(msg, maxLogLine)
 	switch level {
