@@ -223,3 +223,104 @@ func TestPackageFolder(t *testing.T) {
 		}
 	}
 }
+
+// TestTsxInPackageThroughLink: a plugin of a package that ships tsx, run
+// through its link plugins/<name>, finds its tsx in its real folder; a tsx
+// its node_modules links to elsewhere in the package (outside the plugin's
+// own folder) is still refused.
+func TestTsxInPackageThroughLink(t *testing.T) {
+	testNode(t)
+	needJail(t)
+	abs, err := filepath.Abs("testdata/faketsx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		install func(pkg, dir string)
+		wantErr string
+	}{
+		{"own tsx", func(pkg, dir string) { copyDir(t, abs, filepath.Join(dir, "node_modules", "tsx")) }, ""},
+		{"the package's tsx", func(pkg, dir string) {
+			copyDir(t, abs, filepath.Join(pkg, "node_modules", "tsx"))
+			if err := os.Symlink("../../../node_modules/tsx", filepath.Join(dir, "node_modules", "tsx")); err != nil {
+				t.Fatal(err)
+			}
+		}, "leads outside the plugin folder"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHome(t)
+			pkg := filepath.Join(h, "packages", "kit@1.0.0")
+			dir := filepath.Join(pkg, "plugins", "enumy")
+			os.MkdirAll(filepath.Join(dir, "node_modules"), 0o755)
+			os.WriteFile(filepath.Join(dir, "plugin.json"), []byte(`{"name":"enumy","description":"test plugin"}`), 0o644)
+			os.WriteFile(filepath.Join(dir, "index.ts"), []byte(enumPlugin), 0o644)
+			tc.install(pkg, dir)
+			link := filepath.Join(h, "plugins", "enumy")
+			if err := os.Symlink("../packages/kit@1.0.0/plugins/enumy", link); err != nil {
+				t.Fatal(err)
+			}
+			man, err := config.ReadManifest(link)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := plugin.Env{Name: "enumy", Dir: link, Manifest: man, Config: map[string]any{}, DataDir: filepath.Join(h, "data", "enumy"),
+				Node: testNode(t), Logger: slog.New(slog.DiscardHandler)}
+			if tc.wantErr != "" {
+				pl, err := New(env)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if pr, _, err := pl.(*Plugin).launch(); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					if pr != nil {
+						pr.kill("test over")
+						<-pr.done
+					}
+					t.Fatalf("launch: %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if out, code := jailedTool(t, env, "enumy", nil, t.TempDir()); out != "green=1 tsx=true" || code != 0 {
+				t.Fatalf("%q (exit %d)", out, code)
+			}
+		})
+	}
+}
+
+// TestToolkitGitHubInstalledFromPackage: the real toolkit package
+// ($BEIGE_TOOLKIT's parent), installed as `beige plugins install` does,
+// and its github plugin (whose module imports ../_shared/resolve-bin.ts)
+// loaded jailed from plugins/github, without allowRead: it registers its
+// tool.
+func TestToolkitGitHubInstalledFromPackage(t *testing.T) {
+	tk := toolkitDir(t, "github")
+	testNode(t)
+	needJail(t)
+	h := newHome(t)
+	in := install.New(install.Options{Home: h, Config: filepath.Join(h, "config.json5"), Progress: &install.Progress{W: &bytes.Buffer{}}})
+	src, err := install.ParseSource(filepath.Dir(tk), "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Install(context.Background(), src, []string{"github"}); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(h, "plugins", "github")
+	man, err := config.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := New(plugin.Env{Name: "github", Dir: dir, Manifest: man, Config: map[string]any{}, DataDir: filepath.Join(h, "data", "github"),
+		Node: testNode(t), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, reg, err := pl.(*Plugin).launch()
+	if err != nil {
+		t.Fatalf("launch: %v", err)
+	}
+	defer func() { pr.kill("test over"); <-pr.done }()
+	if len(reg.Tools) == 0 || reg.Tools[0].Name != "github" {
+		t.Fatalf("registered %+v", reg.Tools)
+	}
+}
