@@ -149,6 +149,10 @@ func New(env plugin.Env) (plugin.Plugin, error) {
 		readRoot = pkg
 		log.Info("the plugin is part of a package: the whole package folder is readable", "package", pkg)
 	}
+	if strings.ContainsAny(readRoot, ",*") {
+		// Node reads them in --allow-fs-read as a list and a wildcard.
+		return nil, fmt.Errorf("the plugin folder %s: a path with ',' or '*' cannot be granted to Node", readRoot)
+	}
 	return &Plugin{env: env, readRoot: readRoot, node: n, entry: entry, log: log, wake: make(chan struct{})}, nil
 }
 

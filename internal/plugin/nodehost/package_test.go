@@ -324,3 +324,16 @@ func TestToolkitGitHubInstalledFromPackage(t *testing.T) {
 		t.Fatalf("registered %+v", reg.Tools)
 	}
 }
+
+// TestPluginFolderNodeCannotGrant: a folder Node would read as a list or
+// a wildcard in --allow-fs-read fails the plugin instead of granting
+// something else.
+func TestPluginFolderNodeCannotGrant(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a,b")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "index.js"), []byte("export function createPlugin() {}"), 0o644)
+	_, err := New(plugin.Env{Name: "p", Dir: dir, Manifest: &config.Manifest{}, DataDir: filepath.Join(t.TempDir(), "data", "p"), Node: "/nonexistent/node"})
+	if err == nil || !strings.Contains(err.Error(), "cannot be granted") {
+		t.Fatalf("New: %v", err)
+	}
+}
