@@ -454,6 +454,9 @@ func (in *Installer) List() ([]Entry, error) {
 			e.Path = in.configPath(e.Path)
 			e.Installed = e.Path == filepath.Join(in.pluginsDir(), e.Name)
 			e.Version = readVersion(e.Path, e)
+			if e.Version == "" {
+				e.Version = in.packageVersion(e.Path)
+			}
 		}
 		out = append(out, *e)
 	}

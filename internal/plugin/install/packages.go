@@ -258,3 +258,29 @@ func (in *Installer) prunePackages(candidates map[string]bool) error {
 	}
 	return nil
 }
+
+// packageVersion is the version in the package.json of the package folder
+// a plugin's folder lies in (a home the original's installer made has no
+// install records), or "".
+func (in *Installer) packageVersion(dir string) string {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return ""
+	}
+	d := in.packageOfPath(real)
+	if d == "" {
+		return ""
+	}
+	r, err := os.OpenRoot(in.packagesDir())
+	if err != nil {
+		return ""
+	}
+	defer r.Close()
+	var pj struct {
+		Version string `json:"version"`
+	}
+	if ok, err := readSmallJSON(r, path.Join(d, "package.json"), &pj); ok && err == nil {
+		return pj.Version
+	}
+	return ""
+}

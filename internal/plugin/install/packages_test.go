@@ -176,7 +176,7 @@ func TestRemoveOriginalLayout(t *testing.T) {
 	}
 	in := newInstaller(dir, cfg, false, nil)
 	list, err := in.List()
-	if err != nil || len(list) != 1 || !list[0].Installed || list[0].Source != "npm:@matthias-hausberger/beige-toolkit" {
+	if err != nil || len(list) != 1 || !list[0].Installed || list[0].Source != "npm:@matthias-hausberger/beige-toolkit" || list[0].Version != "1.0.8" {
 		t.Fatalf("list: %+v %v", list, err)
 	}
 	if err := in.Remove("slack"); err != nil {
@@ -253,5 +253,23 @@ func TestPackageDirNames(t *testing.T) {
 		if got == "" || strings.ContainsAny(got, "/\x00") || strings.HasPrefix(got, ".") {
 			t.Errorf("safePart(%q) = %q", v, got)
 		}
+	}
+}
+
+// A home where an older beige copied the package's plugins to plugins/<p>/
+// (without ../_shared): install --force replaces the copies by links.
+func TestForceReinstallMovesCopiesToPackage(t *testing.T) {
+	dir, cfg, _ := testHome(t)
+	writeFiles(t, filepath.Join(dir, "plugins", "one"), map[string]string{"plugin.json": `{"name": "one"}`, "index.ts": "old copy"})
+	reg := newRegistry(t, "@scope/kit", "1.0.0", map[string][]byte{"1.0.0": sharedKitTgz(t, "1.0.0")})
+	if _, err := newInstaller(dir, cfg, false, func(o *Options) { o.Registry = reg.URL }).Install(context.Background(), mustParse(t, "npm:@scope/kit"), nil); err == nil {
+		t.Fatal("installed over plugins/one without --force")
+	}
+	if _, err := newInstaller(dir, cfg, true, func(o *Options) { o.Registry = reg.URL }).Install(context.Background(), mustParse(t, "npm:@scope/kit"), nil); err != nil {
+		t.Fatal(err)
+	}
+	assertLink(t, dir, "one", "../packages/scope-kit@1.0.0/plugins/one")
+	if got := readSibling(t, dir, "one", "../_shared/helper.ts"); !strings.Contains(got, "shared 1.0.0") {
+		t.Fatalf("one sees %q", got)
 	}
 }
