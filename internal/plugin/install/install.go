@@ -233,6 +233,7 @@ func (in *Installer) Install(ctx context.Context, src Source, only []string) ([]
 	rec := record{Source: src.String(), Version: version, InstalledAt: time.Now().UTC().Format(time.RFC3339)}
 	// link, for a package: where plugins/<name> points (relative to plugins/).
 	link := map[string]string{}
+	unused := map[string]bool{} // package folders to delete once nothing points into them
 	if asPackage {
 		// The whole package, staged in packages/ and moved to its own
 		// folder there; its plugins become links into it.
@@ -270,6 +271,8 @@ func (in *Installer) Install(ctx context.Context, src Source, only []string) ([]
 		for _, f := range found {
 			link[f.Name] = path.Join("..", "packages", name, f.Dir)
 		}
+		// Should putting it in place fail, the new folder goes again.
+		unused[name] = true
 	} else {
 		// Stage every plugin in the temporary folder.
 		if err := plugins.Mkdir(path.Join(tmpRel, "stage"), 0o755); err != nil {
@@ -294,7 +297,6 @@ func (in *Installer) Install(ctx context.Context, src Source, only []string) ([]
 
 	// Put them in place: the old folder (or link) aside, the new one in.
 	var out []Installed
-	unused := map[string]bool{} // package folders a replaced link pointed into
 	for _, f := range found {
 		if replaced[f.Name] {
 			if d := in.linkedPackage(plugins, f.Name); d != "" {
@@ -302,12 +304,12 @@ func (in *Installer) Install(ctx context.Context, src Source, only []string) ([]
 			}
 			// Rename moves a link itself, never what it points to.
 			if err := plugins.Rename(f.Name, path.Join(tmpRel, "old-"+f.Name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return out, fmt.Errorf("replace %s: %w", f.Name, err)
+				return out, errors.Join(fmt.Errorf("replace %s: %w", f.Name, err), in.prunePackages(unused))
 			}
 		}
 		if target, ok := link[f.Name]; ok {
 			if err := plugins.Symlink(target, f.Name); err != nil {
-				return out, fmt.Errorf("install %s: %w", f.Name, err)
+				return out, errors.Join(fmt.Errorf("install %s: %w", f.Name, err), in.prunePackages(unused))
 			}
 		} else if err := plugins.Rename(path.Join(tmpRel, "stage", f.Name), f.Name); err != nil {
 			return out, fmt.Errorf("install %s: %w", f.Name, err)
