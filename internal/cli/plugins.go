@@ -52,10 +52,14 @@ or submodules; a file:// URL there is refused unless BEIGE_GITHUB_ALLOW_FILE=1
 		Short: "Install every plugin of a source (--force reinstalls)",
 		Long: `Install fetches the source, installs every plugin (plugin.json) in it into
 $BEIGE_HOME/plugins/<name>/ with its npm dependencies (never running install
-scripts), and adds plugins.<name> to the config. A plugin installed already
-is refused unless --force is given; with --force its folder is replaced and
-its config entry gets the new path and _source, but its config (keys,
-tokens) is never touched.
+scripts), and adds plugins.<name> to the config. A package whose plugins
+live in subfolders (the toolkit's plugins/<p>/, which import ../_shared/) is
+kept whole in $BEIGE_HOME/packages/<package>@<version>/ and each of its
+plugins is the symlink $BEIGE_HOME/plugins/<name> into it, as the original
+installs packages; a plugin at the source's root is copied to plugins/<name>/.
+A plugin installed already is refused unless --force is given; with --force
+its folder or link is replaced and its config entry gets the new path and
+_source, but its config (keys, tokens) is never touched.
 
 Source forms:
   npm:@scope/pkg              the registry's "latest" dist-tag
@@ -124,7 +128,7 @@ Examples:
 
 	remove := &cobra.Command{
 		Use:               "remove <name>",
-		Short:             "Delete an installed plugin's folder and its config entry",
+		Short:             "Delete an installed plugin's folder (or link) and its config entry",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: a.completePluginArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -148,7 +152,11 @@ Examples:
 		Short: "Fetch plugins again from their _source (all, or one)",
 		Long: `Update installs plugins again from the _source their config entry records,
 keeping each entry's config. Without a name it updates every plugin with a
-_source (those of one source are fetched once).`,
+_source (those of one source are fetched once). Each update of a package
+gets a new folder in $BEIGE_HOME/packages/ and only the updated plugins'
+links move to it: updating one plugin of a package never changes the code
+the package's other plugins run. A package folder nothing points into any
+more is deleted.`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: a.completePluginArg,
 		RunE: func(cmd *cobra.Command, args []string) error {

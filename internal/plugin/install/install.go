@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"path"
@@ -188,6 +189,7 @@ func (in *Installer) Install(ctx context.Context, src Source, only []string) ([]
 	if err != nil {
 		return nil, err
 	}
+	asPackage := isPackage(found)
 	if len(only) > 0 {
 		keep := found[:0]
 		for _, f := range found {
@@ -228,36 +230,88 @@ func (in *Installer) Install(ctx context.Context, src Source, only []string) ([]
 		return nil, &ExistsError{Names: exists}
 	}
 
-	// Stage every plugin in the temporary folder.
-	if err := plugins.Mkdir(path.Join(tmpRel, "stage"), 0o755); err != nil {
-		return nil, err
-	}
 	rec := record{Source: src.String(), Version: version, InstalledAt: time.Now().UTC().Format(time.RFC3339)}
-	for _, f := range found {
-		stageRel := path.Join(tmpRel, "stage", f.Name)
-		if err := plugins.Mkdir(stageRel, 0o755); err != nil {
-			return nil, err
-		}
-		stage, err := plugins.OpenRoot(stageRel)
+	// link, for a package: where plugins/<name> points (relative to plugins/).
+	link := map[string]string{}
+	unused := map[string]bool{} // package folders to delete once nothing points into them
+	if asPackage {
+		// The whole package, staged in packages/ and moved to its own
+		// folder there; its plugins become links into it.
+		pkgs, err := in.openPackages()
 		if err != nil {
 			return nil, err
 		}
-		err = in.stage(ctx, root, path.Join(dir, f.Dir), stage, filepath.Join(in.pluginsDir(), stageRel), f.Name, rec)
-		stage.Close()
+		defer pkgs.Close()
+		ptmp, err := os.MkdirTemp(in.packagesDir(), ".tmp-")
 		if err != nil {
-			return nil, fmt.Errorf("install %s from %s: %w", f.Name, src, err)
+			return nil, fmt.Errorf("create a temporary folder: %w", err)
+		}
+		defer os.RemoveAll(ptmp)
+		stageRel, err := in.stagePackage(ctx, root, dir, pkgs, filepath.Base(ptmp), found, rec)
+		if err != nil {
+			return nil, fmt.Errorf("install from %s: %w", src, err)
+		}
+		pkgVersion := version
+		if pkgVersion == "" {
+			var pj struct {
+				Version string `json:"version"`
+			}
+			if ok, err := readSmallJSON(root, path.Join(dir, "package.json"), &pj); ok && err == nil {
+				pkgVersion = pj.Version
+			}
+		}
+		name, err := newPackageDir(pkgs, packageBase(src), pkgVersion)
+		if err != nil {
+			return nil, err
+		}
+		if err := pkgs.Rename(stageRel, name); err != nil {
+			return nil, fmt.Errorf("install the package %s: %w", name, err)
+		}
+		in.progress.Stepf("package kept in %s", filepath.Join(in.packagesDir(), name))
+		for _, f := range found {
+			link[f.Name] = path.Join("..", "packages", name, f.Dir)
+		}
+		// Should putting it in place fail, the new folder goes again.
+		unused[name] = true
+	} else {
+		// Stage every plugin in the temporary folder.
+		if err := plugins.Mkdir(path.Join(tmpRel, "stage"), 0o755); err != nil {
+			return nil, err
+		}
+		for _, f := range found {
+			stageRel := path.Join(tmpRel, "stage", f.Name)
+			if err := plugins.Mkdir(stageRel, 0o755); err != nil {
+				return nil, err
+			}
+			stage, err := plugins.OpenRoot(stageRel)
+			if err != nil {
+				return nil, err
+			}
+			err = in.stage(ctx, root, path.Join(dir, f.Dir), stage, filepath.Join(in.pluginsDir(), stageRel), f.Name, rec)
+			stage.Close()
+			if err != nil {
+				return nil, fmt.Errorf("install %s from %s: %w", f.Name, src, err)
+			}
 		}
 	}
 
-	// Put them in place: the old folder aside, the new one in.
+	// Put them in place: the old folder (or link) aside, the new one in.
 	var out []Installed
 	for _, f := range found {
 		if replaced[f.Name] {
+			if d := in.linkedPackage(plugins, f.Name); d != "" {
+				unused[d] = true
+			}
+			// Rename moves a link itself, never what it points to.
 			if err := plugins.Rename(f.Name, path.Join(tmpRel, "old-"+f.Name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return out, fmt.Errorf("replace %s: %w", f.Name, err)
+				return out, errors.Join(fmt.Errorf("replace %s: %w", f.Name, err), in.prunePackages(unused))
 			}
 		}
-		if err := plugins.Rename(path.Join(tmpRel, "stage", f.Name), f.Name); err != nil {
+		if target, ok := link[f.Name]; ok {
+			if err := plugins.Symlink(target, f.Name); err != nil {
+				return out, errors.Join(fmt.Errorf("install %s: %w", f.Name, err), in.prunePackages(unused))
+			}
+		} else if err := plugins.Rename(path.Join(tmpRel, "stage", f.Name), f.Name); err != nil {
 			return out, fmt.Errorf("install %s: %w", f.Name, err)
 		}
 		v := f.Version
@@ -269,13 +323,19 @@ func (in *Installer) Install(ctx context.Context, src Source, only []string) ([]
 	if err := in.addToConfig(found, src.String()); err != nil {
 		return out, err
 	}
-	return out, nil
+	return out, in.prunePackages(unused)
 }
 
 func (in *Installer) stage(ctx context.Context, src *os.Root, dir string, dst *os.Root, dstPath, name string, rec record) error {
 	if err := copyTree(src, dir, dst, in.opts.Limits); err != nil {
 		return err
 	}
+	return in.finish(ctx, dst, dstPath, name, rec)
+}
+
+// finish installs the npm dependencies of the plugin copied to dst (at
+// dstPath) and writes its install record.
+func (in *Installer) finish(ctx context.Context, dst *os.Root, dstPath, name string, rec record) error {
 	deps, err := npmDeps(dst, name)
 	if err != nil {
 		return err
@@ -381,7 +441,8 @@ func (in *Installer) List() ([]Entry, error) {
 	}
 	if entries, err := os.ReadDir(in.pluginsDir()); err == nil {
 		for _, d := range entries {
-			if !d.IsDir() || ValidName(d.Name()) != nil {
+			// A plugin of a package is a link into packages/.
+			if (!d.IsDir() && d.Type()&fs.ModeSymlink == 0) || ValidName(d.Name()) != nil {
 				continue
 			}
 			if _, ok := byName[d.Name()]; !ok {
@@ -395,6 +456,9 @@ func (in *Installer) List() ([]Entry, error) {
 			e.Path = in.configPath(e.Path)
 			e.Installed = e.Path == filepath.Join(in.pluginsDir(), e.Name)
 			e.Version = readVersion(e.Path, e)
+			if e.Version == "" {
+				e.Version = in.packageVersion(e.Path)
+			}
 		}
 		out = append(out, *e)
 	}
@@ -429,7 +493,9 @@ func readVersion(dir string, e *Entry) string {
 	return ""
 }
 
-// Remove deletes plugins/<name>/ and the config's plugins.<name>. It
+// Remove deletes plugins/<name> and the config's plugins.<name>; when it
+// is a link into a package folder of packages/, that folder goes too once
+// nothing points into it. A link is removed as a link, never followed. It
 // refuses a plugin whose config path is not plugins/<name> (a folder of the
 // user's own), and a name that is neither in the config nor in plugins/.
 func (in *Installer) Remove(name string) error {
@@ -458,16 +524,22 @@ func (in *Installer) Remove(name string) error {
 	if !inConfig && statErr != nil {
 		return fmt.Errorf("plugin %q is not installed", name)
 	}
+	unused := map[string]bool{}
 	if statErr == nil {
-		if !fi.IsDir() {
-			return fmt.Errorf("%s is not a folder", dir)
+		if !fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0 {
+			return fmt.Errorf("%s is not a folder or a link", dir)
 		}
 		plugins, err := os.OpenRoot(in.pluginsDir())
 		if err != nil {
 			return err
 		}
 		defer plugins.Close()
+		if d := in.linkedPackage(plugins, name); d != "" {
+			unused[d] = true
+		}
 		// Out of sight first, so that a half-deleted plugin never loads.
+		// Rename moves a link itself; RemoveAll removes a link, not its
+		// target.
 		tmp, err := os.MkdirTemp(in.pluginsDir(), ".tmp-")
 		if err != nil {
 			return err
@@ -486,9 +558,11 @@ func (in *Installer) Remove(name string) error {
 		if err != nil {
 			return fmt.Errorf("edit %s: %w", in.opts.Config, err)
 		}
-		return in.writeConfig(out, fi.Mode().Perm())
+		if err := in.writeConfig(out, fi.Mode().Perm()); err != nil {
+			return err
+		}
 	}
-	return nil
+	return in.prunePackages(unused)
 }
 
 // configPath resolves a path of the config the way the loader does:

@@ -739,8 +739,9 @@ func TestNPMRunsOnlyForDependenciesWithoutScripts(t *testing.T) {
 	}
 	got := string(b)
 	lines := strings.Split(strings.TrimSpace(got), "\n")
-	want := filepath.Join(dir, "plugins") + "/.tmp-"
-	if !strings.HasPrefix(lines[0], want) || !strings.Contains(lines[0], "/stage/deps install --omit=dev --legacy-peer-deps --ignore-scripts --no-audit --no-fund --no-package-lock --userconfig /") {
+	// Plugins in subfolders are a package: staged whole in packages/.
+	want := filepath.Join(dir, "packages") + "/.tmp-"
+	if !strings.HasPrefix(lines[0], want) || !strings.Contains(lines[0], "/pkg/deps install --omit=dev --legacy-peer-deps --ignore-scripts --no-audit --no-fund --no-package-lock --userconfig /") {
 		t.Fatalf("npm ran as %q", lines[0])
 	}
 	// npm got the same registries and token in a private 0600 userconfig,

@@ -1,8 +1,13 @@
 // Package install fetches plugins for `beige plugins install|update|remove|
 // list`: from the npm registry, from GitHub (git clone), or from a local
 // folder; it finds every plugin.json in what it fetched and puts each
-// plugin in $BEIGE_HOME/plugins/<name>/, with its npm dependencies, and
+// plugin in $BEIGE_HOME/plugins/<name>, with its npm dependencies, and
 // records it in config.json5 (edited in place, see internal/config/json5edit).
+// A source whose plugins live in subfolders is a package, kept whole in
+// $BEIGE_HOME/packages/<base>@<version>/ (its plugins may import shared
+// files beside them); plugins/<name> is then a symlink into it (see
+// packages.go). Everything it creates or deletes is inside plugins/ and
+// packages/; a link found there is removed as a link, never followed.
 //
 // Everything fetched is hostile input: archives are unpacked with bounded
 // size and file count, never outside the folder they go to, and without

@@ -47,9 +47,10 @@ var (
 
 // Plugin is one TypeScript/JavaScript plugin and its host process.
 type Plugin struct {
-	env   plugin.Env
-	entry string
-	log   *slog.Logger
+	env      plugin.Env // Dir: the real folder, links resolved
+	readRoot string     // what the plugin may read: Dir, or its package's folder
+	entry    string
+	log      *slog.Logger
 
 	mu       sync.Mutex
 	node     Node   // the Node.js found; Path "" until one is
@@ -91,6 +92,17 @@ type registration struct {
 // tools answer why, Node.js is looked for again with each retry, and
 // Problem names it (in /api/health).
 func New(env plugin.Env) (plugin.Plugin, error) {
+	// The configured folder with its links resolved (plugins/<name> is a
+	// link into a package): Node is given the real folder, so that its
+	// imports (../_shared/...) resolve where the jail shows them.
+	real, err := filepath.EvalSymlinks(env.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("resolve the plugin folder %s: %w", env.Dir, err)
+	}
+	if real, err = filepath.Abs(real); err != nil {
+		return nil, fmt.Errorf("resolve the plugin folder %s: %w", env.Dir, err)
+	}
+	env.Dir = real
 	entry, err := Entry(env.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", env.Dir, err)
@@ -132,12 +144,46 @@ func New(env plugin.Env) (plugin.Plugin, error) {
 	if env.AllowChildProcess {
 		log.Warn("plugin " + env.Name + " may start programs (plugins." + env.Name + ".allowChildProcess: true): they are not under Node's file permissions, only the jail's mounts")
 	}
-	return &Plugin{env: env, node: n, entry: entry, log: log, wake: make(chan struct{})}, nil
+	readRoot := env.Dir
+	if pkg := packageFolder(env.DataDir, env.Dir); pkg != "" {
+		readRoot = pkg
+		log.Info("the plugin is part of a package: the whole package folder is readable", "package", pkg)
+	}
+	if strings.ContainsAny(readRoot, ",*") {
+		// Node reads them in --allow-fs-read as a list and a wildcard.
+		return nil, fmt.Errorf("the plugin folder %s: a path with ',' or '*' cannot be granted to Node", readRoot)
+	}
+	return &Plugin{env: env, readRoot: readRoot, node: n, entry: entry, log: log, wake: make(chan struct{})}, nil
+}
+
+// packageFolder returns $BEIGE_HOME/packages/<d> (its real path) when the
+// plugin's real folder dir lies inside it, else "". The home is the one
+// of the plugin's data folder ($BEIGE_HOME/data/<name>). Only that one
+// package folder is returned: never packages/ itself, another package or
+// anything else of the home.
+func packageFolder(dataDir, dir string) string {
+	data := filepath.Dir(filepath.Clean(dataDir))
+	if dataDir == "" || filepath.Base(data) != "data" {
+		return ""
+	}
+	pkgs, err := filepath.EvalSymlinks(filepath.Join(filepath.Dir(data), "packages"))
+	if err != nil {
+		return ""
+	}
+	rel, err := filepath.Rel(pkgs, dir)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		return ""
+	}
+	d, _, _ := strings.Cut(rel, string(filepath.Separator))
+	if d == "" || d == "." || d == ".." {
+		return ""
+	}
+	return filepath.Join(pkgs, d)
 }
 
 func (p *Plugin) spec(node Node) *procSpec {
 	return &procSpec{
-		name: p.env.Name, node: node, dir: p.env.Dir, dataDir: p.env.DataDir,
+		name: p.env.Name, node: node, dir: p.env.Dir, readRoot: p.readRoot, dataDir: p.env.DataDir,
 		allowRead: p.env.AllowRead, allowWrite: p.env.AllowWrite,
 		egressSocket: p.env.EgressSocket, unconfined: p.env.Unconfined, allowChildProcess: p.env.AllowChildProcess,
 		log: p.log, serve: p.serve,

@@ -2,6 +2,7 @@ package nodehost
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -26,10 +27,13 @@ var hostScript string
 
 // procSpec is how to start one plugin host process.
 type procSpec struct {
-	name    string // the plugin's name, for messages
-	node    Node
-	dir     string // the plugin's folder: readable
-	dataDir string // the plugin's data folder: readable and writable, cwd and HOME
+	name string // the plugin's name, for messages
+	node Node
+	dir  string // the plugin's real folder (links resolved)
+	// readRoot is the folder the plugin may read: dir, or the package
+	// folder ($BEIGE_HOME/packages/<d>) dir is in.
+	readRoot string
+	dataDir  string // the plugin's data folder: readable and writable, cwd and HOME
 	// allowRead and allowWrite are more host paths the plugin may use
 	// (plugins.<name>.allowRead/allowWrite).
 	allowRead, allowWrite []string
@@ -79,7 +83,7 @@ type proc struct {
 func nodeArgs(n Node, s *procSpec) []string {
 	args := []string{
 		"--permission",
-		"--allow-fs-read=" + s.dir,
+		"--allow-fs-read=" + cmp.Or(s.readRoot, s.dir),
 		"--allow-fs-read=" + s.dataDir,
 		"--allow-fs-write=" + s.dataDir,
 		"--disable-warning=ExperimentalWarning",
@@ -232,7 +236,7 @@ func hostCommand(ctx context.Context, spec *procSpec) (*exec.Cmd, error) {
 	if err := jailAvailable(); err != nil {
 		return nil, fmt.Errorf("no plugin jail available, so the plugin does not start (plugins.%s.confine: false runs it with the gateway's network and files): %w", spec.name, err)
 	}
-	readOnly := cleanAll(spec.dir, spec.allowRead)
+	readOnly := cleanAll(cmp.Or(spec.readRoot, spec.dir), spec.allowRead)
 	if spec.egressSocket != "" {
 		proxy := "http://" + jail.ProxyAddr
 		env = append(env, "HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy, "http_proxy="+proxy, "https_proxy="+proxy, "NO_PROXY="+jail.ProxyAddr, "no_proxy="+jail.ProxyAddr)
