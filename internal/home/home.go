@@ -65,6 +65,10 @@ func (h Home) AuditHead() string { return h.path("data", "audit-head") }
 // DataDir holds provider-health.json and plugin data.
 func (h Home) DataDir() string { return h.path("data") }
 
+// PackagesDir is where `beige plugins install` keeps packages with several
+// plugins whole (plugins/<name> links into them), as the original does.
+func (h Home) PackagesDir() string { return h.path("packages") }
+
 // EgressCADir holds the egress proxy's CA (ca.key 0600, ca.pem), made at
 // the first start of a gateway with sandbox.egress.credentials.
 func (h Home) EgressCADir() string { return h.path("data", "egress-ca") }

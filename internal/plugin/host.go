@@ -277,6 +277,7 @@ func (h *Host) load(name string, pc *config.Plugin, builtins map[string]Builtin)
 		}
 		if h.opts.Home.Dir != "" {
 			env.DataDir = filepath.Join(h.opts.Home.DataDir(), name)
+			env.Packages = h.opts.Home.PackagesDir()
 		}
 		if h.opts.EgressSocket != nil {
 			sock, err := h.opts.EgressSocket(name, pc)

@@ -104,6 +104,9 @@ type Env struct {
 	// DataDir is $BEIGE_HOME/data/<name>, for the plugin's own files. It is
 	// not created for the plugin.
 	DataDir string
+	// Packages is $BEIGE_HOME/packages: a plugin whose folder lies in one
+	// of its package folders may read that whole package (its ../_shared).
+	Packages string
 	// Logger logs with the plugin's name attached.
 	Logger *slog.Logger
 	// Node is plugins.<name>.node: the Node.js binary to run a

@@ -145,7 +145,7 @@ func New(env plugin.Env) (plugin.Plugin, error) {
 		log.Warn("plugin " + env.Name + " may start programs (plugins." + env.Name + ".allowChildProcess: true): they are not under Node's file permissions, only the jail's mounts")
 	}
 	readRoot := env.Dir
-	if pkg := packageFolder(env.DataDir, env.Dir); pkg != "" {
+	if pkg := packageFolder(env.Packages, env.Dir); pkg != "" {
 		readRoot = pkg
 		log.Info("the plugin is part of a package: the whole package folder is readable", "package", pkg)
 	}
@@ -156,17 +156,15 @@ func New(env plugin.Env) (plugin.Plugin, error) {
 	return &Plugin{env: env, readRoot: readRoot, node: n, entry: entry, log: log, wake: make(chan struct{})}, nil
 }
 
-// packageFolder returns $BEIGE_HOME/packages/<d> (its real path) when the
-// plugin's real folder dir lies inside it, else "". The home is the one
-// of the plugin's data folder ($BEIGE_HOME/data/<name>). Only that one
-// package folder is returned: never packages/ itself, another package or
-// anything else of the home.
-func packageFolder(dataDir, dir string) string {
-	data := filepath.Dir(filepath.Clean(dataDir))
-	if dataDir == "" || filepath.Base(data) != "data" {
+// packageFolder returns packages/<d> (its real path) when the plugin's
+// real folder dir lies inside it, else "" (also when packages, the home's
+// packages folder, is ""). Only that one package folder is returned:
+// never packages/ itself, another package or anything else of the home.
+func packageFolder(packages, dir string) string {
+	if packages == "" {
 		return ""
 	}
-	pkgs, err := filepath.EvalSymlinks(filepath.Join(filepath.Dir(data), "packages"))
+	pkgs, err := filepath.EvalSymlinks(packages)
 	if err != nil {
 		return ""
 	}

@@ -129,7 +129,7 @@ func runShared(t *testing.T, h, name string, unconfined bool) map[string]string 
 		t.Fatal(err)
 	}
 	out, code := jailedTool(t, plugin.Env{
-		Name: name, Dir: dir, Manifest: man, Config: map[string]any{}, DataDir: filepath.Join(h, "data", name),
+		Name: name, Dir: dir, Manifest: man, Config: map[string]any{}, DataDir: filepath.Join(h, "data", name), Packages: filepath.Join(h, "packages"),
 		Node: testNode(t), Logger: slog.New(slog.DiscardHandler), Unconfined: unconfined,
 	}, name, []string{h}, t.TempDir())
 	var got map[string]string
@@ -204,22 +204,21 @@ func TestOriginalLayoutPackagePluginLoads(t *testing.T) {
 // TestPackageFolder: which folder a plugin may read besides its own.
 func TestPackageFolder(t *testing.T) {
 	h := t.TempDir()
-	data := filepath.Join(h, "data", "p")
 	os.MkdirAll(filepath.Join(h, "packages", "kit@1", "plugins", "p"), 0o755)
 	pk := filepath.Join(h, "packages")
 	for _, tc := range []struct {
-		dataDir, dir, want string
+		packages, dir, want string
 	}{
-		{data, filepath.Join(pk, "kit@1", "plugins", "p"), filepath.Join(pk, "kit@1")},
-		{data, filepath.Join(pk, "kit@1"), filepath.Join(pk, "kit@1")},
-		{data, pk, ""}, // never packages/ itself
-		{data, filepath.Join(h, "plugins", "p"), ""},                                         // not in a package
-		{data, filepath.Join(h, "packagesx", "a", "b"), ""},                                  // a look-alike
-		{filepath.Join(h, "elsewhere", "p"), filepath.Join(pk, "kit@1", "plugins", "p"), ""}, // no home known
-		{"", filepath.Join(pk, "kit@1", "plugins", "p"), ""},
+		{pk, filepath.Join(pk, "kit@1", "plugins", "p"), filepath.Join(pk, "kit@1")},
+		{pk, filepath.Join(pk, "kit@1"), filepath.Join(pk, "kit@1")},
+		{pk, pk, ""}, // never packages/ itself
+		{pk, filepath.Join(h, "plugins", "p"), ""},        // not in a package
+		{pk, filepath.Join(h, "packagesx", "a", "b"), ""}, // a look-alike
+		{filepath.Join(h, "elsewhere"), filepath.Join(pk, "kit@1", "plugins", "p"), ""},
+		{"", filepath.Join(pk, "kit@1", "plugins", "p"), ""}, // no home known
 	} {
-		if got := packageFolder(tc.dataDir, tc.dir); got != tc.want {
-			t.Errorf("packageFolder(%q, %q) = %q, want %q", tc.dataDir, tc.dir, got, tc.want)
+		if got := packageFolder(tc.packages, tc.dir); got != tc.want {
+			t.Errorf("packageFolder(%q, %q) = %q, want %q", tc.packages, tc.dir, got, tc.want)
 		}
 	}
 }
@@ -264,7 +263,7 @@ func TestTsxInPackageThroughLink(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			env := plugin.Env{Name: "enumy", Dir: link, Manifest: man, Config: map[string]any{}, DataDir: filepath.Join(h, "data", "enumy"),
+			env := plugin.Env{Name: "enumy", Dir: link, Manifest: man, Config: map[string]any{}, DataDir: filepath.Join(h, "data", "enumy"), Packages: filepath.Join(h, "packages"),
 				Node: testNode(t), Logger: slog.New(slog.DiscardHandler)}
 			if tc.wantErr != "" {
 				pl, err := New(env)
@@ -310,7 +309,7 @@ func TestToolkitGitHubInstalledFromPackage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl, err := New(plugin.Env{Name: "github", Dir: dir, Manifest: man, Config: map[string]any{}, DataDir: filepath.Join(h, "data", "github"),
+	pl, err := New(plugin.Env{Name: "github", Dir: dir, Manifest: man, Config: map[string]any{}, DataDir: filepath.Join(h, "data", "github"), Packages: filepath.Join(h, "packages"),
 		Node: testNode(t), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
