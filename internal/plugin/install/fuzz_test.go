@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -24,7 +25,9 @@ func FuzzParseSource(f *testing.F) {
 		if err != nil || again != src {
 			t.Fatalf("%q parses as %+v, printed %q, which parses as %+v (%v)", s, src, src.String(), again, err)
 		}
-		if src.Kind == KindGitHub && (strings.HasPrefix(src.Ref, "-") || strings.Contains(src.SubPath, "..")) {
+		// ".." as a path element would leave the repository; "0.." is a
+		// name like any other.
+		if src.Kind == KindGitHub && (strings.HasPrefix(src.Ref, "-") || slices.Contains(strings.Split(src.SubPath, "/"), "..")) {
 			t.Fatalf("%q: unsafe %+v", s, src)
 		}
 	})

@@ -140,10 +140,12 @@ func parseGitHub(orig, rest string) (Source, error) {
 	if len(segs) < 2 {
 		return Source{}, fmt.Errorf("source %q: expected github:owner/repo[/path][#ref]", orig)
 	}
-	// "repo.git" names the repository "repo"; ".git" alone names none.
+	// "repo.git" names the repository "repo"; ".git" alone names none, and
+	// a name still ending in ".git" ("x.git.git") would name another
+	// repository once printed.
 	segs[1] = strings.TrimSuffix(segs[1], ".git")
 	for _, s := range segs[:2] {
-		if !ghName.MatchString(s) || s == "." || s == ".." {
+		if !ghName.MatchString(s) || s == "." || s == ".." || strings.HasSuffix(s, ".git") {
 			return Source{}, fmt.Errorf("source %q: bad owner or repository name %q", orig, s)
 		}
 	}
