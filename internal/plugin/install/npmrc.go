@@ -189,6 +189,9 @@ func ParseNPMRC(data []byte, getenv func(string) string) *NPMConfig {
 
 func (c *NPMConfig) parse(data []byte, getenv func(string) string, file string) {
 	inSection := false
+	// npm reads the file as UTF-8 text: a byte that is not UTF-8 is the
+	// replacement character, as it is in what the userconfig carries.
+	data = bytes.ToValidUTF8(data, []byte("\uFFFD"))
 	for _, line := range bytes.Split(data, []byte("\n")) {
 		l := strings.TrimSpace(strings.TrimSuffix(string(line), "\r"))
 		if l == "" || l[0] == ';' || l[0] == '#' {
@@ -302,7 +305,7 @@ func envReplace(s string, getenv func(string) string) string {
 		if len(esc)%2 == 1 {
 			return m[(len(esc)+1)/2:]
 		}
-		v := getenv(name)
+		v := strings.ToValidUTF8(getenv(name), "\uFFFD") // as Node sees it
 		if v == "" && opt == "" {
 			v = m[len(esc):]
 		}
