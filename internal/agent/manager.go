@@ -181,6 +181,21 @@ func checkKey(key string) error {
 	return nil
 }
 
+// mapKey is the key of a session in Manager.sessions.
+func mapKey(agent, key string) string { return agent + "\x00" + key }
+
+// loaded returns the session of agent and key (the agent's default
+// session for ""), or nil when none was made: unlike session, it creates
+// nothing.
+func (m *Manager) loaded(agent, key string) *session {
+	if key == "" {
+		key = DefaultSessionKey(agent)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sessions[mapKey(agent, key)]
+}
+
 // MaxMessageBytes bounds a user message (a prompt or a steering message):
 // more than any model's context window holds as text.
 const MaxMessageBytes = 4 << 20
@@ -200,7 +215,7 @@ func checkMessage(message string) error {
 func (m *Manager) session(agent, key string) *session {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	id := agent + "\x00" + key
+	id := mapKey(agent, key)
 	s := m.sessions[id]
 	if s == nil {
 		s = &session{agent: agent, key: key}
@@ -540,19 +555,14 @@ func (m *Manager) Sessions(ctx context.Context, agent string) ([]proto.SessionIn
 // steering messages not yet taken (Steer) are dropped, as pi's terminal
 // takes them back from the agent when its user aborts.
 func (m *Manager) Abort(agent, sessionKey string) bool {
-	if sessionKey == "" {
-		sessionKey = DefaultSessionKey(agent)
-	}
-	m.mu.Lock()
-	s := m.sessions[agent+"\x00"+sessionKey]
-	m.mu.Unlock()
+	s := m.loaded(agent, sessionKey)
 	if s == nil {
 		return false
 	}
 	s.mu.Lock()
 	if n := len(s.steer); n > 0 {
 		s.steer = nil
-		m.log.Info("steering messages dropped by an abort", "agent", agent, "session", sessionKey, "dropped", n)
+		m.log.Info("steering messages dropped by an abort", "agent", s.agent, "session", s.key, "dropped", n)
 	}
 	s.mu.Unlock()
 	return s.abort(errAbortRequested)
@@ -678,12 +688,7 @@ func (m *Manager) steeredAgent(agent, key string) string {
 // session's model or agent). A running prompt keeps its conversation until
 // it ends. It reports whether the session was in memory.
 func (m *Manager) Dispose(agent, sessionKey string) bool {
-	if sessionKey == "" {
-		sessionKey = DefaultSessionKey(agent)
-	}
-	m.mu.Lock()
-	s := m.sessions[agent+"\x00"+sessionKey]
-	m.mu.Unlock()
+	s := m.loaded(agent, sessionKey)
 	if s == nil {
 		return false
 	}
