@@ -404,13 +404,7 @@ func (m *Manager) end(s *session, conv *conversation) {
 // load resumes the session named in the session map, or starts one.
 func (m *Manager) load(ctx context.Context, s *session) (*conversation, error) {
 	m.mu.Lock()
-	e, ok := m.index[s.key]
-	if !ok {
-		// Another writer of the map (the original Beige's terminal client)
-		// may have made the session since.
-		m.mergeDiskLocked()
-		e, ok = m.index[s.key]
-	}
+	e, ok := m.entryLocked(s.key)
 	m.mu.Unlock()
 	log := m.log.With("agent", s.agent, "session", s.key)
 	if ok && e.AgentName == s.agent && e.SessionFile != "" {
@@ -672,11 +666,7 @@ func (m *Manager) steeredAgent(agent, key string) string {
 	if running != "" {
 		return running
 	}
-	e, ok := m.index[key]
-	if !ok {
-		m.mergeDiskLocked()
-		e, ok = m.index[key]
-	}
+	e, ok := m.entryLocked(key)
 	if ok && (agent == "" || e.AgentName == agent) {
 		return e.AgentName
 	}

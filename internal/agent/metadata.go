@@ -24,12 +24,9 @@ var ErrNoSessionEntry = errors.New("the session has no entry yet")
 func (m *Manager) SessionMetadata(sessionKey string) (meta map[string]json.RawMessage, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e, ok := m.index[sessionKey]
+	e, ok := m.entryLocked(sessionKey)
 	if !ok {
-		m.mergeDiskLocked()
-		if e, ok = m.index[sessionKey]; !ok {
-			return nil, false
-		}
+		return nil, false
 	}
 	meta = map[string]json.RawMessage{}
 	if len(e.Metadata) > 0 {
@@ -56,12 +53,9 @@ func (m *Manager) SetSessionMetadata(sessionKey, name string, value json.RawMess
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e, ok := m.index[sessionKey]
+	e, ok := m.entryLocked(sessionKey)
 	if !ok {
-		m.mergeDiskLocked()
-		if e, ok = m.index[sessionKey]; !ok {
-			return ErrNoSessionEntry
-		}
+		return ErrNoSessionEntry
 	}
 	meta := map[string]json.RawMessage{}
 	if len(e.Metadata) > 0 {

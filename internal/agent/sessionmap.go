@@ -195,6 +195,19 @@ func (m *Manager) saveIndexLocked() error {
 	return nil
 }
 
+// entryLocked returns the session map's entry of key, reading the file
+// again when this process does not know the key: another writer of the
+// map (the original Beige's terminal client) may have made the session
+// since. m.mu is held.
+func (m *Manager) entryLocked(key string) (mapEntry, bool) {
+	e, ok := m.index[key]
+	if !ok {
+		m.mergeDiskLocked()
+		e, ok = m.index[key]
+	}
+	return e, ok
+}
+
 // mergeDiskLocked takes in the entries another writer of session-map.json
 // (the original Beige's terminal client keeps the same file and writes it
 // whole) made or changed since this process last read or wrote it: a key
