@@ -15,6 +15,7 @@ import (
 	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/egress"
 	"github.com/beige-dev/beige/internal/proto"
+	"github.com/beige-dev/beige/internal/testutil"
 )
 
 // TestEgressApprovalThroughGateway: a connection of the sandbox that
@@ -31,7 +32,7 @@ func TestEgressApprovalThroughGateway(t *testing.T) {
 		sandbox: map[string]string{"ea": `egress: { allow: ["svc.test", "127.0.0.1"] }`},
 		extra:   map[string]string{"ea": `approval: { egress: ["svc.test"], timeoutSeconds: 60 },`},
 		options: func(o *Options) {
-			o.Egress = &egress.Options{Resolver: testResolver{"svc.test": {netip.MustParseAddr("127.0.0.1")}}}
+			o.Egress = &egress.Options{Resolver: testutil.Resolver{"svc.test": {netip.MustParseAddr("127.0.0.1")}}}
 		},
 	})
 	ea := g.agents[0]

@@ -22,15 +22,6 @@ import (
 	"github.com/beige-dev/beige/internal/testutil"
 )
 
-type testResolver map[string][]netip.Addr
-
-func (r testResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := r[host]; ok {
-		return a, nil
-	}
-	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-}
-
 // TestEgressThroughGateway: an agent in the default "proxy" mode reaches an
 // allowed host through its egress socket and gets the 403 for another, each
 // attempt in audit.jsonl; "bridge", "open" and a Docker network's name
@@ -53,7 +44,7 @@ func TestEgressThroughGateway(t *testing.T) {
 		},
 		options: func(o *Options) {
 			o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-			o.Egress = &egress.Options{Resolver: testResolver{
+			o.Egress = &egress.Options{Resolver: testutil.Resolver{
 				"svc.test":   {netip.MustParseAddr("127.0.0.1")},
 				"other.test": {netip.MustParseAddr("127.0.0.1")},
 			}}

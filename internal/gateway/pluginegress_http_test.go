@@ -1,25 +1,20 @@
 package gateway
 
 import (
-	"context"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/egress"
 	"github.com/beige-dev/beige/internal/plugin/jail"
+	"github.com/beige-dev/beige/internal/testutil"
 )
 
 // nodeHTTPPlugin makes, in its start(), the requests a plugin's libraries
@@ -70,24 +65,7 @@ func TestPluginNodeHTTPEgress(t *testing.T) {
 		t.Skipf("no plugin jail here: %v", err)
 	}
 	t.Setenv("BEIGE_TEST_PLUGIN_TOKEN", "tok-PluginS3cret")
-	var mu sync.Mutex
-	auths := map[string]string{}
-	echo := func(kind string) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			mu.Lock()
-			auths[r.URL.Path] = r.Header.Get("Authorization")
-			mu.Unlock()
-			host, _, _ := strings.Cut(r.Host, ":")
-			fmt.Fprintf(w, "%s %s%s", kind, host, r.URL.Path)
-		})
-	}
-	plain := httptest.NewServer(echo("plain"))
-	defer plain.Close()
-	tlsSrv := httptest.NewTLSServer(echo("tls")) // its certificate names example.com
-	defer tlsSrv.Close()
-	roots := x509.NewCertPool()
-	roots.AddCert(tlsSrv.Certificate())
-	public := netip.MustParseAddr("8.8.4.4")
+	up := testutil.NewUpstreams(t)
 
 	dir := filepath.Join(t.TempDir(), "net")
 	os.MkdirAll(dir, 0o755)
@@ -99,18 +77,9 @@ func TestPluginNodeHTTPEgress(t *testing.T) {
 			credentials: [{ host: "example.com", header: "Authorization", value: "Bearer ${BEIGE_TEST_PLUGIN_TOKEN}" }] } }`, dir, node),
 		options: func(o *Options) {
 			o.Egress = &egress.Options{
-				RootCAs:  roots,
-				Resolver: testResolver{"pub.test": {public}, "example.com": {public}, "lo.test": {netip.MustParseAddr("127.0.0.1")}},
-				Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
-					switch addr {
-					case public.String() + ":80":
-						addr = plain.Listener.Addr().String()
-					case public.String() + ":443":
-						addr = tlsSrv.Listener.Addr().String()
-					}
-					var d net.Dialer
-					return d.DialContext(ctx, network, addr)
-				},
+				RootCAs:  up.Roots,
+				Resolver: testutil.Resolver{"pub.test": {up.Public}, "example.com": {up.Public}, "lo.test": {netip.MustParseAddr("127.0.0.1")}},
+				Dial:     up.Dial,
 			}
 		},
 	})
@@ -138,11 +107,9 @@ func TestPluginNodeHTTPEgress(t *testing.T) {
 	if !strings.HasPrefix(got["refused"], "403 ") || !strings.Contains(got["refused"], "loopback") {
 		t.Errorf("refused = %q, want a 403 that says loopback", got["refused"])
 	}
-	mu.Lock()
-	if auths["/s"] != "Bearer tok-PluginS3cret" || auths["/lib"] != "Bearer tok-PluginS3cret" || auths["/h"] != "" || (want["curl"] != "" && auths["/curl"] != "Bearer tok-PluginS3cret") {
-		t.Errorf("the Authorization headers upstream saw: %v", auths)
+	if up.Auth("tls /s") != "Bearer tok-PluginS3cret" || up.Auth("tls /lib") != "Bearer tok-PluginS3cret" || up.Auth("plain /h") != "" || (want["curl"] != "" && up.Auth("tls /curl") != "Bearer tok-PluginS3cret") {
+		t.Errorf("the Authorization headers upstream saw: %v", up.Auths())
 	}
-	mu.Unlock()
 	// The bundle beside the socket: the host's roots, then the CA.
 	sockDir := filepath.Dir(filepath.Join(g.home.SocketsDir(), "_plugins", "net", egress.SocketName))
 	bundle, err := os.ReadFile(filepath.Join(sockDir, PluginCABundleFile))

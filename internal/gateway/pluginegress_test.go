@@ -19,6 +19,7 @@ import (
 
 	"github.com/beige-dev/beige/internal/audit"
 	"github.com/beige-dev/beige/internal/egress"
+	"github.com/beige-dev/beige/internal/testutil"
 )
 
 // connectVia asks the egress proxy on the Unix socket sock for a tunnel to
@@ -108,7 +109,7 @@ func TestPluginEgress(t *testing.T) {
 			os.WriteFile(filepath.Join(stale, EgressCAFile), []byte("old CA"), 0o644)
 			os.WriteFile(filepath.Join(stale, PluginCABundleFile), []byte("old bundle"), 0o444)
 			o.Egress = &egress.Options{
-				Resolver: testResolver{"pub.test": {public}, "other.test": {public}, "lo.test": {netip.MustParseAddr("127.0.0.1")}},
+				Resolver: testutil.Resolver{"pub.test": {public}, "other.test": {public}, "lo.test": {netip.MustParseAddr("127.0.0.1")}},
 				Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 					if strings.HasPrefix(addr, public.String()+":") {
 						addr = srv.Listener.Addr().String()

@@ -2,13 +2,11 @@ package nodehost
 
 import (
 	"context"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -157,48 +155,14 @@ func (a *recAuditor) String() string {
 type egressNet struct {
 	sock  string
 	audit *recAuditor
-
-	mu    sync.Mutex
-	auths map[string]string // "plain /path" or "tls /path" -> the Authorization header upstream saw
-}
-
-func (en *egressNet) saw(path string) bool {
-	en.mu.Lock()
-	defer en.mu.Unlock()
-	_, ok := en.auths[path]
-	return ok
-}
-
-func (en *egressNet) auth(path string) string {
-	en.mu.Lock()
-	defer en.mu.Unlock()
-	return en.auths[path]
+	*testutil.Upstreams
 }
 
 func startEgressNet(t *testing.T) *egressNet {
 	t.Helper()
-	en := &egressNet{audit: &recAuditor{}, auths: map[string]string{}}
-	echo := func(kind string) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			en.mu.Lock()
-			en.auths[kind+" "+r.URL.Path] = r.Header.Get("Authorization")
-			en.mu.Unlock()
-			if r.URL.Path == "/ws" {
-				http.Error(w, "no websocket here", http.StatusBadRequest)
-				return
-			}
-			host, _, _ := strings.Cut(r.Host, ":")
-			fmt.Fprintf(w, "%s %s%s", kind, host, r.URL.Path)
-		})
-	}
-	plain := httptest.NewServer(echo("plain"))
-	t.Cleanup(plain.Close)
-	tlsSrv := httptest.NewTLSServer(echo("tls"))
-	t.Cleanup(tlsSrv.Close)
-	roots := x509.NewCertPool()
-	roots.AddCert(tlsSrv.Certificate())
-	public := netip.MustParseAddr("8.8.4.4")
-	res := resolverMap{"pub.test": {public}, "example.com": {public}, "ws.test": {public}, "lo.test": {netip.MustParseAddr("127.0.0.1")}}
+	en := &egressNet{audit: &recAuditor{}, Upstreams: testutil.NewUpstreams(t)}
+	public := en.Public
+	res := testutil.Resolver{"pub.test": {public}, "example.com": {public}, "ws.test": {public}, "lo.test": {netip.MustParseAddr("127.0.0.1")}}
 	ca, err := egress.NewCA()
 	if err != nil {
 		t.Fatal(err)
@@ -222,18 +186,9 @@ func startEgressNet(t *testing.T) *egressNet {
 		t.Fatal(err)
 	}
 	p := egress.New("plugin:net", pol, &egress.Options{
-		Audit: en.audit, Resolver: res, CA: ca, RootCAs: roots, LocalAddrs: []netip.Prefix{},
+		Audit: en.audit, Resolver: res, CA: ca, RootCAs: en.Roots, LocalAddrs: []netip.Prefix{},
 		Credentials: []egress.Credential{{Host: "example.com", Header: "Authorization", Value: "Bearer injected-tok"}},
-		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			switch addr {
-			case public.String() + ":80":
-				addr = plain.Listener.Addr().String()
-			case public.String() + ":443":
-				addr = tlsSrv.Listener.Addr().String()
-			}
-			var d net.Dialer
-			return d.DialContext(ctx, network, addr)
-		},
+		Dial:        en.Dial,
 	})
 	ln, err := net.Listen("unix", en.sock)
 	if err != nil {
@@ -242,15 +197,6 @@ func startEgressNet(t *testing.T) *egressNet {
 	go p.Serve(ln)
 	t.Cleanup(func() { p.Close() })
 	return en
-}
-
-type resolverMap map[string][]netip.Addr
-
-func (r resolverMap) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := r[host]; ok {
-		return a, nil
-	}
-	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 }
 
 // netPluginEnv writes netPlugin into a folder and returns its Env.
@@ -382,12 +328,12 @@ func TestJailedNodeHTTPThroughEgress(t *testing.T) {
 			// The credentials reached the intercepted host (and its
 			// answer never shows them to the plugin).
 			for _, p := range []string{"tls /s", "tls /lib", "tls /named", "tls /req"} {
-				if a := en.auth(p); a != "Bearer injected-tok" {
+				if a := en.Auth(p); a != "Bearer injected-tok" {
 					t.Errorf("%s saw Authorization %q", p, a)
 				}
 			}
-			if en.auth("plain /h") != "" {
-				t.Errorf("pub.test got credentials: %q", en.auth("plain /h"))
+			if en.Auth("plain /h") != "" {
+				t.Errorf("pub.test got credentials: %q", en.Auth("plain /h"))
 			}
 			// A refusal says so: the host's agents and Node's absolute-form
 			// request carry the proxy's reason; Node's own CONNECT error
@@ -465,11 +411,11 @@ func TestJailedChildProcessThroughEgress(t *testing.T) {
 	if !en.audit.has("pub.test", http.MethodGet, audit.DecisionAllowed) {
 		t.Errorf("records: %s", en.audit)
 	}
-	if slices.Contains(probes, "childGit") && !en.saw("plain /repo.git/info/refs") {
+	if slices.Contains(probes, "childGit") && !en.Saw("plain /repo.git/info/refs") {
 		t.Errorf("git's request never reached the server: %s", en.audit)
 	}
 	for _, p := range []string{"tls /curl", "tls /repo.git/info/refs"} {
-		if a := en.auth(p); slices.Contains(probes, "childCurlTLS") && a != "Bearer injected-tok" {
+		if a := en.Auth(p); slices.Contains(probes, "childCurlTLS") && a != "Bearer injected-tok" {
 			t.Errorf("%s saw Authorization %q", p, a)
 		}
 	}
