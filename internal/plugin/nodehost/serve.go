@@ -268,7 +268,7 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 			Key        string          `json:"key"`
 			Value      json.RawMessage `json:"value"`
 		}
-		if err := decodeNamed(op, raw, &a, need); err != nil {
+		if err := args(&a); err != nil {
 			return nil, err
 		}
 		if err := p.setMetadata(pc, a.SessionKey, a.Key, a.Value); err != nil {
@@ -280,7 +280,7 @@ func (p *Plugin) serve(ctx context.Context, op string, raw json.RawMessage, noti
 			SessionKey string `json:"sessionKey"`
 			Key        string `json:"key"`
 		}
-		if err := decodeNamed(op, raw, &a, need); err != nil {
+		if err := args(&a); err != nil {
 			return nil, err
 		}
 		return p.metadata(pc, a.SessionKey)[a.Key], nil
